@@ -1,0 +1,1 @@
+"""Metrics over the commwall store. Reads only the database schema; knows nothing of parsers."""

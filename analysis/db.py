@@ -1,0 +1,68 @@
+"""Opening a store for analysis: a connection with the SQL modules of analysis/sql loaded."""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+from pathlib import Path
+
+import duckdb
+
+
+class RunNotFound(KeyError):
+    """No run of that name in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+REQUIRES = re.compile(r"^-- requires:(.*)$", re.MULTILINE)
+
+
+def sql_modules() -> dict[str, str]:
+    """Module name → SQL text of every analysis/sql/*.sql file, in dependency order: a module
+    that says `-- requires: a, b` comes after a and b."""
+    root = files("analysis").joinpath("sql")
+    texts = {
+        p.name.removesuffix(".sql"): p.read_text()
+        for p in sorted(root.iterdir(), key=lambda q: q.name)
+        if p.name.endswith(".sql")
+    }
+    ordered: dict[str, str] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in ordered:
+            return
+        if name in path or name not in texts:
+            raise ValueError(f"analysis/sql: bad requirement {name!r} (via {' > '.join(path)})")
+        for m in REQUIRES.finditer(texts[name]):
+            for dep in filter(None, (d.strip() for d in m.group(1).split(","))):
+                visit(dep, (*path, name))
+        ordered[name] = texts[name]
+
+    for name in texts:
+        visit(name, ())
+    return ordered
+
+
+def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Create the analysis macros (TEMP: nothing is written to the store)."""
+    for text in sql_modules().values():
+        con.execute(text)
+    return con
+
+
+def open_db(db: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """A connection to the store `db` with the analysis macros loaded."""
+    if read_only and not Path(db).exists():
+        raise FileNotFoundError(f"{db}: no such database (ingest something first)")
+    return load_modules(duckdb.connect(str(db), read_only=read_only))
+
+
+def run_id(con: duckdb.DuckDBPyConnection, run: str) -> int:
+    """The id of run `run`, or RunNotFound listing the runs there are."""
+    row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
+    if row is None:
+        names = [r[0] for r in con.execute("SELECT name FROM runs ORDER BY name").fetchall()]
+        raise RunNotFound(f"no run named {run!r}; runs in this store: {names or 'none'}")
+    return row[0]

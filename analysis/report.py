@@ -1,0 +1,136 @@
+"""The run report: one dict whose keys are a public interface (add keys, never rename).
+
+Sections are built by functions `(con, rid) -> JSON-able value`, listed in SECTIONS; later
+capabilities add their section there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from analysis.db import run_id
+from analysis.overlap import rank_overlap, step_overlap
+
+NS_PER_MS = 1e6
+
+_RANK_COLS = {
+    "rank": "rank",
+    "tau_comp_ms": "compute_ns",
+    "tau_comm_ms": "comm_ns",
+    "overlap_ms": "both_ns",
+    "eta": "eta",
+    "gamma": "gamma",
+    "exposed_comm_ms": "exposed_comm_ns",
+    "idle_ms": "idle_ns",
+    "comm_overlap_fraction": "comm_overlap_fraction",
+    "span_ms": "span_ns",
+}
+_STEP_COLS = {"rank": "rank", "step": "step", "step_ms": "span_ns", **_RANK_COLS}
+del _STEP_COLS["span_ms"]
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe scalar: numpy → Python, NaN → None."""
+    if v is None or v is pd.NA:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _records(df: pd.DataFrame, cols: dict[str, str]) -> list[dict]:
+    out = []
+    for row in df.to_dict("records"):
+        rec = {}
+        for key, col in cols.items():
+            v = _clean(row[col])
+            rec[key] = v / NS_PER_MS if key.endswith("_ms") and v is not None else v
+        out.append(rec)
+    return out
+
+
+def ranks_section(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
+    """Whole-trace metrics per rank."""
+    return _records(rank_overlap(con, rid), _RANK_COLS)
+
+
+def steps_section(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
+    """Metrics per (rank, step)."""
+    return _records(step_overlap(con, rid), _STEP_COLS)
+
+
+def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """What the run is made of: files per format, ranks, world size, devices, time bases."""
+    files = con.execute(
+        "SELECT format, count(*) FROM files WHERE run_id = ? GROUP BY format ORDER BY format",
+        [rid],
+    ).fetchall()
+    r = con.execute(
+        "SELECT count(*), max(world_size), list(DISTINCT gpu_name) FILTER (gpu_name IS NOT NULL),"
+        " list(DISTINCT backend) FILTER (backend IS NOT NULL),"
+        " list(DISTINCT time_base) FILTER (time_base IS NOT NULL),"
+        " list(DISTINCT host) FILTER (host IS NOT NULL) FROM ranks WHERE run_id = ?",
+        [rid],
+    ).fetchone()
+    n_steps = con.execute(
+        "SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [rid]
+    ).fetchone()[0]
+    return {
+        "files": {f: n for f, n in files},
+        "n_ranks": r[0],
+        "world_size": r[1],
+        "gpus": sorted(r[2] or []),
+        "backends": sorted(r[3] or []),
+        "time_bases": sorted(r[4] or []),
+        "hosts": sorted(r[5] or []),
+        "n_steps": n_steps,
+    }
+
+
+def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """Run-level headline: medians over ranks of the per-step metrics (whole trace when the
+    run has no steps), and the share of step time lost to exposed communication."""
+    df = step_overlap(con, rid)
+    scope = "steps"
+    if df.empty:
+        df, scope = rank_overlap(con, rid), "whole trace"
+    if df.empty:
+        return {"scope": scope}
+    span = df["span_ns"].sum()
+    return {
+        "scope": scope,
+        "step_ms": _clean(df["span_ns"].median()) / NS_PER_MS,
+        "tau_comp_ms": _clean(df["compute_ns"].median()) / NS_PER_MS,
+        "tau_comm_ms": _clean(df["comm_ns"].median()) / NS_PER_MS,
+        "overlap_ms": _clean(df["both_ns"].median()) / NS_PER_MS,
+        "exposed_comm_ms": _clean(df["exposed_comm_ns"].median()) / NS_PER_MS,
+        "idle_ms": _clean(df["idle_ns"].median()) / NS_PER_MS,
+        "eta": _clean(df["eta"].median()),
+        "gamma": _clean(df["gamma"].median()),
+        "exposed_comm_share": _clean(df["exposed_comm_ns"].sum() / span) if span else None,
+    }
+
+
+#: Report sections in output order: key → builder(con, rid).
+SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
+    "run_info": run_section,
+    "summary": summary_section,
+    "ranks": ranks_section,
+    "steps": steps_section,
+}
+
+
+def build_report(con: duckdb.DuckDBPyConnection, run: str) -> dict:
+    """The full report of run `run`."""
+    rid = run_id(con, run)
+    report: dict[str, Any] = {"run": run}
+    for key, build in SECTIONS.items():
+        report[key] = build(con, rid)
+    return report

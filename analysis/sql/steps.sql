@@ -1,0 +1,57 @@
+-- steps: where each training step lies on a rank's timeline, and the activities within it.
+
+-- step_windows(rid): the device window of every (rank, step) of run `rid`.
+--   rid       run_id.
+--   returns   rank, step,
+--             ts, dur        the window [ts, ts + dur) in ns on the rank's timeline,
+--             cpu_ts, cpu_dur the host annotation (ProfilerStep#N) the window comes from,
+--             n_launched     timeline activities launched within the host annotation.
+-- Algorithm: an activity belongs to step N when the host issued it inside step N's host
+-- window (launch_ts ∈ [cpu_ts, cpu_ts + cpu_dur)): a GPU kernel through its launching runtime
+-- call, a CPU op by its own start. The window of step N starts at the first start of its
+-- activities (the host start when it has none) and ends where the next step's window starts;
+-- the last step ends at the later of its host end and its last activity's end. Windows thus
+-- partition the rank's timeline: GPU work that runs after the host moved on is counted in
+-- its own step, and no nanosecond is counted twice.
+CREATE OR REPLACE TEMP MACRO step_windows(rid) AS TABLE
+WITH s AS (
+    SELECT rank, step, ts, dur FROM steps WHERE run_id = rid
+),
+a AS (
+    SELECT rank, ts, dur, launch_ts FROM activities
+    WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
+),
+assigned AS (
+    SELECT s.rank, s.step, min(a.ts) AS first_ts, max(a.ts + a.dur) AS last_te, count(*) AS n
+    FROM a JOIN s
+        ON a.rank = s.rank AND a.launch_ts >= s.ts AND a.launch_ts < s.ts + s.dur
+    GROUP BY s.rank, s.step
+),
+b AS (
+    SELECT s.rank, s.step, s.ts AS cpu_ts, s.dur AS cpu_dur,
+        coalesce(x.first_ts, s.ts) AS start_ts,
+        greatest(s.ts + s.dur, coalesce(x.last_te, s.ts + s.dur)) AS natural_end,
+        coalesce(x.n, 0) AS n_launched
+    FROM s LEFT JOIN assigned x ON s.rank = x.rank AND s.step = x.step
+)
+SELECT rank, step, start_ts AS ts,
+    greatest(coalesce(lead(start_ts) OVER w, natural_end) - start_ts, 0) AS dur,
+    cpu_ts, cpu_dur, n_launched
+FROM b
+WINDOW w AS (PARTITION BY rank ORDER BY step);
+
+-- step_activities(rid): timeline activities of run `rid` clipped to each step window.
+--   returns   rank, step, ts, dur, kind: every compute/comm/memory activity overlapping the
+--             window, cut to [window ts, window end). An activity spanning two windows
+--             appears in both, each time with only its part inside.
+-- Algorithm: interval join of activities with step_windows on rank and overlap, then
+-- greatest/least clipping.
+CREATE OR REPLACE TEMP MACRO step_activities(rid) AS TABLE
+SELECT w.rank, w.step,
+    greatest(a.ts, w.ts) AS ts,
+    least(a.ts + a.dur, w.ts + w.dur) - greatest(a.ts, w.ts) AS dur,
+    a.kind
+FROM activities a
+JOIN step_windows(rid) w
+    ON a.rank = w.rank AND a.ts < w.ts + w.dur AND a.ts + a.dur > w.ts
+WHERE a.run_id = rid AND a.kind IN ('compute', 'comm', 'memory');

@@ -1,0 +1,1 @@
+"""User-facing front ends: the `commwall` CLI and the Streamlit app. No metric logic here."""

@@ -1,0 +1,1 @@
+"""One module per `commwall` subcommand, each with `add_parser(subparsers)`."""

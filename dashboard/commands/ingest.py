@@ -1,0 +1,119 @@
+"""`commwall ingest PATH... --db FILE [--run NAME]`: parse files into the store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from dashboard.commands._output import add_db, error
+from ingest import discover, store
+from ingest.errors import IngestError
+from ingest.options import ParseOptions
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "ingest",
+        help="parse trace files into a store",
+        description="Parse Kineto traces (.json, .json.gz, .pt.trace.json[.gz]), Nsight Systems "
+        "SQLite exports and NCCL_DEBUG logs into one run of a DuckDB store. The run lands whole "
+        "or not at all.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs")
+    add_db(p)
+    p.add_argument("--run", help="run name (default: name of the first path)")
+    p.add_argument("--notes", help="free-text notes stored with the run")
+    p.add_argument("--rank", type=int, help="rank of a single file that does not say its rank")
+    p.add_argument(
+        "--comm-regex",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="extra regex for communication kernels (repeatable; default nccl|rccl)",
+    )
+    p.add_argument(
+        "--rank-map",
+        action="append",
+        default=[],
+        metavar="KEY=RANK",
+        help="map a process to a rank (nsys: host:pid=rank or device=rank; repeatable)",
+    )
+    p.add_argument("--step-range", metavar="REGEX", help="NVTX range names marking steps")
+    p.add_argument(
+        "--max-file-size",
+        type=float,
+        default=8.0,
+        metavar="GB",
+        help="refuse files that decompress to more than this (default 8 GB)",
+    )
+    p.add_argument(
+        "--keep-going", action="store_true", help="ingest the good files even if some fail"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ingest; exit 0 when every file landed or was already there, 1 when some failed."""
+    try:
+        paths = discover.expand(args.paths)
+    except IngestError as e:
+        return error(str(e))
+    if not paths:
+        return error("no files to ingest")
+    if args.rank is not None and len(paths) > 1:
+        return error("--rank applies to a single file; name ranks in the file names instead")
+    name = args.run or Path(args.paths[0].rstrip("/")).name.split(".")[0]
+    opts = ParseOptions(
+        rank=args.rank,
+        comm_patterns=tuple(args.comm_regex),
+        max_bytes=int(args.max_file_size * 1e9),
+        rank_map=tuple(args.rank_map),
+        step_regex=args.step_range,
+    )
+    total = sum(p.stat().st_size for p in paths)
+    bar = tqdm(
+        total=total,
+        unit="B",
+        unit_scale=True,
+        desc=f"ingest {name}",
+        disable=args.quiet,
+        file=sys.stderr,
+    )
+
+    def on_file(path: Path, result: store.FileResult) -> None:
+        bar.update(path.stat().st_size)
+        bar.set_postfix_str(f"{path.name}: {result.status}")
+        if result.error:
+            tqdm.write(f"  failed: {result.error}", file=sys.stderr)
+
+    try:
+        con = store.connect(args.db)
+    except store.StoreError as e:
+        return error(str(e))
+    try:
+        summary = store.ingest(
+            con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file
+        )
+    except IngestError as e:
+        bar.close()
+        return error(f"{e}\nnothing was stored for run {name!r}")
+    finally:
+        con.close()
+    bar.close()
+    counts = {s: sum(f.status == s for f in summary.files) for s in ("ingested", "skipped")}
+    ranks = sorted({r for f in summary.files for r in f.ranks})
+    print(
+        f"run {name!r}: {counts['ingested']} file(s) ingested, {counts['skipped']} already "
+        f"present, {len(summary.failed)} failed; ranks {ranks or '-'}",
+        file=sys.stderr,
+    )
+    for f in summary.failed:
+        print(f"  failed: {f.error}", file=sys.stderr)
+    if not summary.committed:
+        print(f"nothing was stored for run {name!r}", file=sys.stderr)
+    return 1 if summary.failed else 0

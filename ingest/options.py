@@ -1,0 +1,21 @@
+"""Options every parser receives (one object, so formats can add knobs without new plumbing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ingest.sources import DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """`rank`: rank for a file that does not say; `comm_patterns`: extra communication-kernel
+    regexes; `max_bytes`: cap on a file's decompressed size; `rank_map`: process → rank
+    overrides (`"host:pid=rank"` or `"device=rank"` strings); `step_regex`: NVTX range names that
+    mark training steps (one capture group: the step number)."""
+
+    rank: int | None = None
+    comm_patterns: tuple[str, ...] = ()
+    max_bytes: int = DEFAULT_MAX_BYTES
+    rank_map: tuple[str, ...] = ()
+    step_regex: str | None = None

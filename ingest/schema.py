@@ -1,0 +1,97 @@
+"""The canonical store schema: DDL (schema.sql) and the Arrow shapes parsers return.
+
+Parsers return tables without `run_id` and `file_id`; the loader adds them. Column order and
+types of each Arrow schema match the DuckDB table of the same name.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+I64 = pa.int64()
+I32 = pa.int32()
+STR = pa.string()
+
+RANKS = pa.schema(
+    [
+        ("rank", I32),
+        ("host", STR),
+        ("pid", I64),
+        ("device", I32),
+        ("gpu_name", STR),
+        ("world_size", I32),
+        ("backend", STR),
+        ("time_base", STR),
+        ("nccl_version", STR),
+        ("rank_source", STR),
+    ]
+)
+
+PROCESS_GROUPS = pa.schema(
+    [("rank", I32), ("pg_name", STR), ("pg_desc", STR), ("pg_size", I32), ("ranks", STR)]
+)
+
+ACTIVITIES = pa.schema(
+    [
+        ("rank", I32),
+        ("ts", I64),
+        ("dur", I64),
+        ("kind", STR),
+        ("cat", STR),
+        ("name", STR),
+        ("pid", I64),
+        ("tid", I64),
+        ("stream", I64),
+        ("correlation", I64),
+        ("external_id", I64),
+        ("launch_ts", I64),
+    ]
+)
+
+STEPS = pa.schema([("rank", I32), ("step", I64), ("ts", I64), ("dur", I64)])
+
+COLLECTIVES = pa.schema(
+    [
+        ("rank", I32),
+        ("ts", I64),
+        ("dur", I64),
+        ("launch_ts", I64),
+        ("op", STR),
+        ("name", STR),
+        ("pg_name", STR),
+        ("pg_desc", STR),
+        ("group_size", I32),
+        ("seq", I64),
+        ("seq_source", STR),
+        ("dtype", STR),
+        ("in_nelems", I64),
+        ("out_nelems", I64),
+        ("in_bytes", I64),
+        ("out_bytes", I64),
+        ("algo", STR),
+        ("stream", I64),
+    ]
+)
+
+#: Tables a parser may return, with their Arrow schema (parsers of other formats add theirs).
+TABLES: dict[str, pa.Schema] = {
+    "ranks": RANKS,
+    "process_groups": PROCESS_GROUPS,
+    "activities": ACTIVITIES,
+    "steps": STEPS,
+    "collectives": COLLECTIVES,
+}
+
+
+def ddl() -> str:
+    """All CREATE statements of the store, in dependency order."""
+    return files("ingest").joinpath("schema.sql").read_text()
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    """An empty table of `schema`."""
+    return schema.empty_table()

@@ -1,0 +1,231 @@
+"""The DuckDB store: open it (creating the schema), and land parsed files as one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from ingest import formats
+from ingest.errors import IngestError
+from ingest.options import ParseOptions
+from ingest.parsed import Parsed
+from ingest.schema import SCHEMA_VERSION, ddl
+
+
+class StoreError(Exception):
+    """The database itself is unusable (wrong schema version, locked, not DuckDB)."""
+
+
+def connect(db: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (and, when writable, create or check) a commwall store."""
+    try:
+        con = duckdb.connect(str(db), read_only=read_only)
+    except duckdb.Error as e:
+        raise StoreError(f"{db}: cannot open database ({e})") from e
+    if not read_only:
+        con.execute(ddl())
+        con.execute(
+            "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+            [str(SCHEMA_VERSION)],
+        )
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or int(row[0]) != SCHEMA_VERSION:
+        con.close()
+        found = None if row is None else row[0]
+        raise StoreError(f"{db}: schema version {found}, this commwall reads {SCHEMA_VERSION}")
+    return con
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of the file's bytes as stored on disk."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class FileResult:
+    """What happened to one file: `status` is ingested | skipped (already in the run) | failed."""
+
+    path: str
+    status: str
+    format: str | None = None
+    ranks: list[int] = field(default_factory=list)
+    rows: int = 0
+    error: str | None = None
+
+
+@dataclass
+class IngestSummary:
+    """The outcome of one ingest command."""
+
+    run: str
+    run_id: int | None
+    committed: bool
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[FileResult]:
+        """Files that could not be ingested."""
+        return [f for f in self.files if f.status == "failed"]
+
+
+def _run_id(con: duckdb.DuckDBPyConnection, run: str, notes: str | None) -> int:
+    row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
+    if row:
+        return row[0]
+    rid = con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    con.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", [rid, run, notes, now])
+    return rid
+
+
+def _check_ranks(con: duckdb.DuckDBPyConnection, rid: int, path: Path, parsed: Parsed) -> None:
+    new = parsed.ranks()
+    if not new:
+        return
+    clash = con.execute(
+        "SELECT r.rank, f.path FROM ranks r LEFT JOIN files f USING (file_id) "
+        "WHERE r.run_id = ? AND list_contains(?, r.rank) LIMIT 1",
+        [rid, new],
+    ).fetchone()
+    if clash:
+        raise IngestError(
+            path, f"rank {clash[0]} is already in this run (from {clash[1]}); use another --run"
+        )
+
+
+def _insert(con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed) -> None:
+    for table, data in parsed.tables.items():
+        if data.num_rows == 0:
+            continue
+        view = f"_new_{table}"
+        con.register(view, data)
+        con.execute(
+            f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS file_id, * FROM {view}",
+            [rid, fid],
+        )
+        con.unregister(view)
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    run: str,
+    paths: list[Path],
+    opts: ParseOptions | None = None,
+    notes: str | None = None,
+    keep_going: bool = False,
+    on_file: Callable[[Path, FileResult], None] | None = None,
+    parse: Callable[[Path, ParseOptions], Parsed] | None = None,
+) -> IngestSummary:
+    """Parse `paths` and store them as run `run` (created if new) in one transaction.
+
+    The run lands whole or not at all: on the first bad file everything is rolled back and
+    the IngestError re-raised, unless `keep_going`, in which case bad files are recorded in the
+    summary and the others land. A file whose sha256 is already in the run is skipped.
+    `on_file` is called after each file (for progress bars); `parse` replaces format
+    detection (used by distributed ingest, which parses elsewhere)."""
+    opts = opts or ParseOptions()
+    parse = parse or formats.parse
+    summary = IngestSummary(run=run, run_id=None, committed=False)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        rid = _run_id(con, run, notes)
+        summary.run_id = rid
+        for path in paths:
+            result = FileResult(path=str(path), status="ingested")
+            try:
+                digest = sha256_of(path)
+                dup = con.execute(
+                    "SELECT 1 FROM files WHERE run_id = ? AND sha256 = ?", [rid, digest]
+                ).fetchone()
+                if dup:
+                    result.status = "skipped"
+                else:
+                    parsed = parse(path, opts)
+                    _check_ranks(con, rid, path, parsed)
+                    fid = con.execute("SELECT nextval('file_id_seq')").fetchone()[0]
+                    con.execute(
+                        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            fid,
+                            rid,
+                            str(path),
+                            digest,
+                            path.stat().st_size,
+                            parsed.format,
+                            parsed.n_rows,
+                            json.dumps(parsed.detail),
+                            datetime.now(timezone.utc).replace(tzinfo=None),
+                        ],
+                    )
+                    _insert(con, rid, fid, parsed)
+                    result.format, result.ranks, result.rows = (
+                        parsed.format,
+                        parsed.ranks(),
+                        parsed.n_rows,
+                    )
+            except (IngestError, OSError) as e:
+                err = e if isinstance(e, IngestError) else IngestError(path, str(e))
+                if not keep_going:
+                    raise err from e
+                result.status, result.error = "failed", str(err)
+            summary.files.append(result)
+            if on_file:
+                on_file(path, result)
+        if not any(f.status == "ingested" for f in summary.files) and not _run_has_files(con, rid):
+            con.execute("ROLLBACK")
+            return summary
+        con.execute("COMMIT")
+        summary.committed = True
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return summary
+
+
+def _run_has_files(con: duckdb.DuckDBPyConnection, rid: int) -> bool:
+    return con.execute("SELECT count(*) FROM files WHERE run_id = ?", [rid]).fetchone()[0] > 0
+
+
+def data_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Tables holding per-run rows (every table with a run_id column, except runs)."""
+    rows = con.execute(
+        "SELECT DISTINCT table_name FROM information_schema.columns "
+        "WHERE column_name = 'run_id' AND table_name <> 'runs' AND table_schema = 'main'"
+    ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def delete_run(con: duckdb.DuckDBPyConnection, run: str) -> bool:
+    """Delete a run and all its rows; False when there is no such run."""
+    row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
+    if not row:
+        return False
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for t in data_tables(con):
+            con.execute(f"DELETE FROM {t} WHERE run_id = ?", [row[0]])
+        con.execute("DELETE FROM runs WHERE run_id = ?", [row[0]])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return True
+
+
+def rename_run(con: duckdb.DuckDBPyConnection, old: str, new: str) -> bool:
+    """Rename a run; False when there is no run `old`."""
+    row = con.execute("SELECT run_id FROM runs WHERE name = ?", [old]).fetchone()
+    if not row:
+        return False
+    con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new, row[0]])
+    return True
