@@ -88,8 +88,12 @@ TABLES: dict[str, pa.Schema] = {
 
 
 def ddl() -> str:
-    """All CREATE statements of the store, in dependency order."""
-    return files("ingest").joinpath("schema.sql").read_text()
+    """All CREATE statements of the store: schema.sql, then each format's schema_<name>.sql."""
+    root = files("ingest")
+    names = sorted(
+        p.name for p in root.iterdir() if p.name.startswith("schema") and p.name.endswith(".sql")
+    )
+    return "\n".join(root.joinpath(n).read_text() for n in names)
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -1,0 +1,28 @@
+"""Shared fixtures: where the bundled data lives, and fresh stores."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+SAMPLES = ROOT / "sample_traces"
+DLRM = SAMPLES / "dlrm_8rank"
+
+
+@pytest.fixture
+def tmp_db(tmp_path: Path) -> Path:
+    """Path of a store file that does not exist yet."""
+    return tmp_path / "store.duckdb"
+
+
+def gunzip_to(src: Path, dest_dir: Path) -> Path:
+    """Decompress `src` (a .gz file) into `dest_dir`; returns the new path."""
+    out = dest_dir / src.name.removesuffix(".gz")
+    with gzip.open(src, "rb") as f, open(out, "wb") as g:
+        shutil.copyfileobj(f, g)
+    return out
