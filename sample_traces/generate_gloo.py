@@ -18,7 +18,7 @@ How
 ---
 * Model: ``Linear(1000, H) -> ReLU -> LAYERS x [Linear(H, H) -> ReLU] -> Linear(H, 10)`` with
   ``H = --model-size`` (default 128) and ``LAYERS = --layers`` (default 26): ~0.56 M parameters.
-  SGD, MSE loss, ``--batch-size`` random samples per rank.
+  SGD, MSE loss, ``--batch-size`` (default 64) random samples per rank and step.
 * ``DDP(model, bucket_cap_mb=0.25)``: with the defaults the gradients travel in 7 buckets, i.e. 7
   asynchronous gloo all-reduces per step during backward, plus one blocking 1-element
   ``dist.all_reduce`` of the loss after the optimizer step: 8 gloo collectives per step.
@@ -84,7 +84,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--steps", type=int, default=6, help="number of active (recorded) profiler steps"
     )
     p.add_argument(
-        "--straggler", type=int, default=2, help="rank that is made slow; -1 for no straggler"
+        "--straggler",
+        type=int,
+        default=None,
+        help="rank that is made slow; -1 for none (default 2, or the last rank if --ranks < 3)",
     )
     p.add_argument(
         "--mode",
@@ -103,7 +106,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed for weights and data")
     p.add_argument("--model-size", type=int, default=128, help="hidden width H of the MLP")
     p.add_argument("--layers", type=int, default=26, help="number of hidden HxH layers")
-    p.add_argument("--batch-size", type=int, default=256, help="per-rank batch size")
+    p.add_argument("--batch-size", type=int, default=64, help="per-rank batch size")
     p.add_argument("--gzip-level", type=int, default=6, help="gzip level of the output (1-9)")
     p.add_argument(
         "--port", type=int, default=0, help="rendezvous port on 127.0.0.1; 0 = free port"
@@ -113,6 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--ranks must be >= 1")
     if args.steps < 1:
         p.error("--steps must be >= 1")
+    if args.straggler is None:
+        args.straggler = min(2, args.ranks - 1) if args.ranks > 1 else -1
     if not -1 <= args.straggler < args.ranks:
         p.error("--straggler must be -1 or a rank in [0, ranks)")
     if not 1 <= args.gzip_level <= 9:
