@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections import Counter, defaultdict
+from collections import defaultdict
+from collections.abc import Iterator
 from math import prod
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest import classify
 from ingest.collective_names import kernel_algo, kernel_op, normalize_op
@@ -89,7 +91,7 @@ class DeviceProp(msgspec.Struct):
 
 
 class Trace(msgspec.Struct):
-    traceEvents: list[Event] | None = None  # noqa: N815 (Kineto's key)
+    traceEvents: list[msgspec.Raw] | None = None  # noqa: N815 (Kineto's key)
     distributedInfo: DistInfo | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
     deviceProperties: list[DeviceProp] | None = None  # noqa: N815
@@ -98,6 +100,7 @@ class Trace(msgspec.Struct):
 
 _TRACE = msgspec.json.Decoder(Trace)
 _EVENTS = msgspec.json.Decoder(list[Event])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def looks_like_kineto(head: bytes) -> bool:
@@ -115,7 +118,7 @@ def decode(path: Path, data: bytes) -> Trace:
     first = data.lstrip()[:1]
     try:
         if first == b"[":
-            return Trace(traceEvents=_EVENTS.decode(data))
+            return Trace(traceEvents=_RAWS.decode(data))
         if first != b"{":
             raise IngestError(path, "not JSON (content does not start with '{' or '[')")
         trace = _TRACE.decode(data)
@@ -143,6 +146,10 @@ def _int_or_none(v: Id) -> int | None:
     return None
 
 
+def _as_int(v: Id) -> int | None:
+    return v if type(v) is int else _int_or_none(v)
+
+
 def _raw_list(raw: msgspec.Raw) -> list | None:
     try:
         v = msgspec.json.decode(raw)
@@ -153,13 +160,13 @@ def _raw_list(raw: msgspec.Raw) -> list | None:
 
 def _first_tensor(dims: list | None, types: list | None) -> tuple[int | None, str | None]:
     """Elements and dtype of the first tensor input (Input Dims/Input type), if any."""
-    if not dims or not isinstance(dims[0], list) or not dims[0]:
+    if not dims or not isinstance(dims[0], list):
         return None, None
     d = dims[0]
-    if not all(isinstance(x, int) for x in d):
-        return None, None
     t = types[0] if types and isinstance(types[0], str) else None
-    return prod(d), t
+    if not all(isinstance(x, int) for x in d) or (not d and dtype_size(t) is None):
+        return None, None
+    return prod(d), t  # a 0-d tensor (dims []) has one element
 
 
 def _rank_of(path: Path, dist: DistInfo | None, rank: int | None) -> tuple[int, str]:
@@ -177,20 +184,63 @@ def _rank_of(path: Path, dist: DistInfo | None, rank: int | None) -> tuple[int, 
     )
 
 
-class _Columns:
-    """Column lists for the activities table, filled event by event."""
+class _Chunks:
+    """Column chunks of the complete events, one chunk per decoded batch."""
 
     def __init__(self) -> None:
-        self.ts: list = []
-        self.dur: list = []
-        self.kind: list[str] = []
-        self.cat: list[str | None] = []
-        self.name: list[str | None] = []
-        self.pid: list[int | None] = []
-        self.tid: list[int | None] = []
-        self.stream: list[int | None] = []
-        self.corr: list[int | None] = []
-        self.ext: list[int | None] = []
+        self.ts: list[np.ndarray] = []
+        self.dur: list[np.ndarray] = []
+        self.cols: dict[str, list[pa.Array]] = {
+            k: [] for k in ("cat", "name", "pid", "tid", "stream", "correlation", "external_id")
+        }
+        self.n = 0
+
+    def add(self, xs: list[Event]) -> None:
+        """Append a batch of complete events."""
+        args = [e.args or _NO_ARGS for e in xs]
+        self.ts.append(_to_ns([e.ts for e in xs]))
+        self.dur.append(np.maximum(_to_ns([e.dur or 0 for e in xs]), 0))
+        c = self.cols
+        c["cat"].append(pa.array([e.cat for e in xs], pa.string()))
+        c["name"].append(pa.array([e.name for e in xs], pa.string()))
+        c["pid"].append(pa.array([_as_int(e.pid) for e in xs], pa.int64()))
+        c["tid"].append(pa.array([_as_int(e.tid) for e in xs], pa.int64()))
+        c["stream"].append(pa.array([a.stream for a in args], pa.int64()))
+        c["correlation"].append(pa.array([a.correlation for a in args], pa.int64()))
+        c["external_id"].append(pa.array([a.external_id for a in args], pa.int64()))
+        self.n += len(xs)
+
+    def column(self, name: str) -> pa.Array:
+        """One whole column."""
+        return pa.concat_arrays(self.cols[name])
+
+
+_NO_ARGS = Args()
+BATCH = 16384
+
+
+def _is_kept(name: str | None, cat: str | None, comm: re.Pattern[str]) -> bool:
+    """Events whose args matter beyond their columns: steps, host collective ops, comm kernels."""
+    if not name:
+        return False
+    if name.startswith(("ProfilerStep#", "nccl:", "record_param_comms")):
+        return True
+    if classify.HOST_COMM.match(name):
+        return True
+    return cat in ("kernel", "Kernel") and bool(comm.search(name))
+
+
+def _batches(path: Path, raws: list[msgspec.Raw]) -> Iterator[tuple[int, list[Event]]]:
+    """Typed decode of the raw events, BATCH at a time: (offset, events)."""
+    for off in range(0, len(raws), BATCH):
+        chunk = b"[" + b",".join(raws[off : off + BATCH]) + b"]"
+        try:
+            yield off, _EVENTS.decode(chunk)
+        except msgspec.ValidationError as e:
+            where = re.sub(
+                r"\$\[(\d+)\]", lambda m, o=off: f"$.traceEvents[{o + int(m[1])}]", str(e)
+            )
+            raise IngestError(path, f"not a valid Kineto trace: {where}") from e
 
 
 def parse(
@@ -201,92 +251,101 @@ def parse(
 ) -> Parsed:
     """Parse one Kineto trace file into the store's tables (ranks, process_groups, activities,
     steps, collectives). `rank` is used only when neither distributedInfo nor the file name
-    tells the rank; `comm_patterns` extend the communication-kernel regex."""
+    tells the rank; `comm_patterns` extend the communication-kernel regex.
+
+    Events are decoded in batches so that memory stays near the size of the file."""
     path = Path(path)
     trace = decode(path, read_bytes(path, max_bytes))
-    events = trace.traceEvents or []
-    xs = [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS and e.ts is not None]
-    if not xs:
-        raise IngestError(path, f"trace has no complete ('X') events ({len(events)} events)")
-    del events
-    for e in xs:
-        if e.cat in classify.LEGACY_CATS:
-            e.cat = classify.LEGACY_CATS[e.cat]
-        if e.args is not None and e.args.external_id is None:
-            e.args.external_id = e.args.legacy_external_id
+    raws = trace.traceEvents or []
+    comm_re = classify.comm_regex(comm_patterns)
+    chunks = _Chunks()
+    kept: dict[int, Event] = {}
+    keep_name: dict[tuple[str | None, str | None], bool] = {}
+    for _, evs in _batches(path, raws):
+        xs = [e for e in evs if e.ph == "X" and e.ts is not None and e.cat not in DROPPED_CATS]
+        for e in xs:
+            if e.cat in classify.LEGACY_CATS:
+                e.cat = classify.LEGACY_CATS[e.cat]
+            if e.args is not None and e.args.external_id is None:
+                e.args.external_id = e.args.legacy_external_id
+        for j, e in enumerate(xs):
+            key = (e.name, e.cat)
+            flag = keep_name.get(key)
+            if flag is None:
+                flag = keep_name[key] = _is_kept(e.name, e.cat, comm_re)
+            if flag:
+                kept[chunks.n + j] = e
+        if xs:
+            chunks.add(xs)
+    n_events = len(raws)
+    del raws
+    trace.traceEvents = None
+    if chunks.n == 0:
+        raise IngestError(path, f"trace has no complete ('X') events ({n_events} events)")
 
     dist = trace.distributedInfo
     rank_value, rank_source = _rank_of(path, dist, rank)
+    first_ts = float(chunks.ts[0][0]) / 1000
     base = trace.baseTimeNanoseconds
     if base is not None:
         time_base = "base_ns"
-    elif float(xs[0].ts) > EPOCH_US_MIN:  # type: ignore[arg-type]
+    elif first_ts > EPOCH_US_MIN:
         time_base, base = "epoch_us", 0
     else:
         time_base, base = "unknown", 0
+    ts_ns = np.concatenate(chunks.ts) + base
+    dur_ns = np.concatenate(chunks.dur)
+    cat, name = chunks.column("cat"), chunks.column("name")
+    pid, tid = chunks.column("pid"), chunks.column("tid")
+    corr = chunks.column("correlation")
 
-    ts_ns = _to_ns([e.ts for e in xs]) + base
-    dur_ns = np.maximum(_to_ns([e.dur or 0 for e in xs]), 0)
-
-    gpu = any(e.cat in classify.DEVICE_CATS for e in xs)
-    step_idx = [i for i, e in enumerate(xs) if e.name and STEP_RE.match(e.name)]
-    step_idx = [i for i in step_idx if xs[i].cat != "gpu_user_annotation"]
-    main_threads = {(xs[i].pid, xs[i].tid) for i in step_idx}
+    is_device = pc.is_in(cat, pa.array(sorted(classify.DEVICE_CATS))).to_numpy(False)
+    gpu = bool(is_device.any())
+    step_rows = sorted(
+        i for i, e in kept.items() if STEP_RE.match(e.name or "") and e.cat != "gpu_user_annotation"
+    )
+    pid_np = pid.fill_null(-1).to_numpy()
+    tid_np = tid.fill_null(-1).to_numpy()
+    main_threads = {(int(pid_np[i]), int(tid_np[i])) for i in step_rows}
     if not main_threads:
-        main_threads = {(e.pid, e.tid) for e in xs if e.pid == e.tid and e.pid is not None}
-    comm_re = classify.comm_regex(comm_patterns)
+        same = (pid_np == tid_np) & (pid_np >= 0)
+        main_threads = {(int(p), int(p)) for p in np.unique(pid_np[same])}
+    kind = _kinds(cat, name, pid_np, tid_np, gpu, main_threads, comm_re)
+    launch_ns, launch_row = _launch_times(cat, corr, ts_ns, is_device)
 
-    c = _Columns()
-    for e in xs:
-        cat = e.cat or ""
-        name = e.name or ""
-        if gpu:
-            kind = classify.classify_gpu(cat, name, comm_re)
-        else:
-            kind = classify.classify_cpu(cat, name, (e.pid, e.tid) in main_threads)
-        a = e.args
-        c.kind.append(kind)
-        c.cat.append(e.cat)
-        c.name.append(e.name)
-        c.pid.append(_int_or_none(e.pid))
-        c.tid.append(_int_or_none(e.tid))
-        if a is None:
-            c.stream.append(None)
-            c.corr.append(None)
-            c.ext.append(None)
-        else:
-            c.stream.append(a.stream)
-            c.corr.append(a.correlation)
-            c.ext.append(a.external_id)
-
-    launch_ns = _launch_times(xs, ts_ns, gpu)
     activities = pa.table(
         {
-            "rank": pa.array(np.full(len(xs), rank_value, np.int32)),
+            "rank": pa.array(np.full(chunks.n, rank_value, np.int32)),
             "ts": pa.array(ts_ns),
             "dur": pa.array(dur_ns),
-            "kind": pa.array(c.kind, pa.string()),
-            "cat": pa.array(c.cat, pa.string()),
-            "name": pa.array(c.name, pa.string()),
-            "pid": pa.array(c.pid, pa.int64()),
-            "tid": pa.array(c.tid, pa.int64()),
-            "stream": pa.array(c.stream, pa.int64()),
-            "correlation": pa.array(c.corr, pa.int64()),
-            "external_id": pa.array(c.ext, pa.int64()),
+            "kind": kind,
+            "cat": cat,
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "stream": chunks.column("stream"),
+            "correlation": corr,
+            "external_id": chunks.column("external_id"),
             "launch_ts": pa.array(launch_ns),
         },
         schema=ACTIVITIES,
     )
-
-    steps = _steps(xs, step_idx, ts_ns, dur_ns, rank_value)
+    steps = _steps(kept, step_rows, ts_ns, dur_ns, rank_value)
     world = _int_or_none(dist.world_size) if dist else None
-    collectives = _collectives(xs, ts_ns, dur_ns, launch_ns, c.kind, gpu, rank_value, world)
-    ranks = _ranks_row(trace, xs, rank_value, rank_source, time_base, gpu, step_idx, world)
+    threads = (pid_np, tid_np)
+    comm_rows = np.flatnonzero(pc.equal(kind, classify.COMM).to_numpy(False))
+    collectives = _collectives(
+        kept, comm_rows, ts_ns, dur_ns, launch_ns, launch_row, threads, gpu, rank_value, world
+    )
+    ranks = _ranks_row(
+        trace, rank_value, rank_source, time_base, gpu, pid_np, is_device, cat, step_rows, world
+    )
     pgs = _process_groups(dist, rank_value)
     detail = {
         "time_base": time_base,
         "trace_kind": "gpu" if gpu else "cpu",
-        "events": len(xs),
+        "events": n_events,
+        "complete_events": chunks.n,
         "steps": steps.num_rows,
         "collectives": collectives.num_rows,
         "rank_source": rank_source,
@@ -301,31 +360,72 @@ def parse(
     return Parsed(format=FORMAT, tables=tables, detail=detail)
 
 
-def _launch_times(xs: list[Event], ts_ns: np.ndarray, gpu: bool) -> np.ndarray:
-    """For device events: the start of the runtime call with the same correlation id (or their
-    own start when none is found); for host events: their own start."""
+def _name_mask(name: pa.Array, pattern: re.Pattern[str]) -> np.ndarray:
+    """Rows whose name matches `pattern` (the regex runs once per distinct name)."""
+    distinct = pc.unique(name).drop_null().to_pylist()
+    hits = pa.array([n for n in distinct if pattern.search(n)], pa.string())
+    return pc.is_in(name, hits).to_numpy(False)
+
+
+def _kinds(
+    cat: pa.Array,
+    name: pa.Array,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    gpu: bool,
+    main_threads: set[tuple[int, int]],
+    comm_re: re.Pattern[str],
+) -> pa.Array:
+    """The `kind` column by the rules of ingest/classify.py, vectorised."""
+    kind = np.full(len(cat), classify.OTHER, dtype=object)
+    if gpu:
+        kernel = pc.equal(cat, "kernel").fill_null(False).to_numpy(False)
+        memory = pc.is_in(cat, pa.array(sorted(classify.MEMORY_CATS))).to_numpy(False)
+        comm = kernel & _name_mask(name, comm_re)
+        kind[kernel] = classify.COMPUTE
+        kind[comm] = classify.COMM
+        kind[memory] = classify.MEMORY
+    else:
+        on_main = np.zeros(len(cat), dtype=bool)
+        for p, t in main_threads:
+            on_main |= (pid == p) & (tid == t)
+        cpu_op = pc.equal(cat, "cpu_op").fill_null(False).to_numpy(False)
+        enqueue = _name_mask(name, classify.HOST_ENQUEUE)
+        kind[cpu_op & on_main & ~enqueue] = classify.COMPUTE
+        kind[_name_mask(name, classify.HOST_COMM)] = classify.COMM
+    return pa.array(kind, pa.string())
+
+
+def _launch_times(
+    cat: pa.Array, corr: pa.Array, ts_ns: np.ndarray, is_device: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: when the host launched it (device rows: start of the earliest runtime call with
+    the same correlation id; otherwise its own start), and the row of that runtime call (-1)."""
     launch = ts_ns.copy()
-    if not gpu:
-        return launch
-    by_corr: dict[int, int] = {}
-    for i, e in enumerate(xs):
-        if e.cat in classify.LAUNCH_CATS and e.args is not None and e.args.correlation is not None:
-            by_corr[e.args.correlation] = int(ts_ns[i])
-    for i, e in enumerate(xs):
-        if e.cat in classify.DEVICE_CATS and e.args is not None:
-            t = by_corr.get(e.args.correlation)  # type: ignore[arg-type]
-            if t is not None:
-                launch[i] = t
-    return launch
+    row = np.full(len(ts_ns), -1, dtype=np.int64)
+    has_corr = corr.is_valid().to_numpy(False)
+    corr_np = corr.fill_null(-1).to_numpy()
+    is_launch = pc.is_in(cat, pa.array(sorted(classify.LAUNCH_CATS))).to_numpy(False) & has_corr
+    rt = np.flatnonzero(is_launch)
+    dev = np.flatnonzero(is_device & has_corr)
+    if len(rt) == 0 or len(dev) == 0:
+        return launch, row
+    order = rt[np.lexsort((ts_ns[rt], corr_np[rt]))]
+    keys, first = np.unique(corr_np[order], return_index=True)
+    src = order[first]
+    pos = np.clip(np.searchsorted(keys, corr_np[dev]), 0, len(keys) - 1)
+    found = keys[pos] == corr_np[dev]
+    launch[dev[found]] = ts_ns[src[pos[found]]]
+    row[dev[found]] = src[pos[found]]
+    return launch, row
 
 
 def _steps(
-    xs: list[Event], step_idx: list[int], ts_ns: np.ndarray, dur_ns: np.ndarray, rank: int
+    kept: dict[int, Event], rows: list[int], ts_ns: np.ndarray, dur_ns: np.ndarray, rank: int
 ) -> pa.Table:
     seen: dict[int, int] = {}
-    for i in step_idx:
-        n = int(STEP_RE.match(xs[i].name).group(1))  # type: ignore[union-attr, arg-type]
-        seen.setdefault(n, i)
+    for i in rows:
+        seen.setdefault(int(STEP_RE.match(kept[i].name or "").group(1)), i)  # type: ignore[union-attr]
     ns = sorted(seen)
     return pa.table(
         {
@@ -342,19 +442,26 @@ class _HostOps:
     """The host-side collective ops (`record_param_comms`, `nccl:*`) per thread, for finding
     the op that encloses a kernel's launch."""
 
-    def __init__(self, xs: list[Event], ts_ns: np.ndarray, dur_ns: np.ndarray) -> None:
-        per: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
-        for i, e in enumerate(xs):
+    def __init__(
+        self,
+        kept: dict[int, Event],
+        ts_ns: np.ndarray,
+        dur_ns: np.ndarray,
+        threads: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        per: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+        for i, e in kept.items():
             n = e.name or ""
-            if n == "record_param_comms" or n.startswith("nccl:"):
-                if e.cat == "gpu_user_annotation":
-                    continue
-                per[(e.pid, e.tid)].append((int(ts_ns[i]), int(ts_ns[i] + dur_ns[i]), i))
+            if (n == "record_param_comms" or n.startswith("nccl:")) and e.cat != (
+                "gpu_user_annotation"
+            ):
+                key = (int(threads[0][i]), int(threads[1][i]))
+                per[key].append((int(ts_ns[i]), int(ts_ns[i] + dur_ns[i]), i))
         self.per = {k: sorted(v) for k, v in per.items()}
         self.starts = {k: [s for s, _, _ in v] for k, v in self.per.items()}
 
-    def enclosing(self, thread: tuple, t: int) -> list[int]:
-        """Indices of the ops on `thread` that contain time `t`, innermost last."""
+    def enclosing(self, thread: tuple[int, int], t: int) -> list[int]:
+        """Rows of the ops on `thread` that contain time `t`, innermost last."""
         ops = self.per.get(thread)
         if not ops:
             return []
@@ -363,37 +470,36 @@ class _HostOps:
 
 
 def _collectives(
-    xs: list[Event],
+    kept: dict[int, Event],
+    comm_rows: np.ndarray,
     ts_ns: np.ndarray,
     dur_ns: np.ndarray,
     launch_ns: np.ndarray,
-    kinds: list[str],
+    launch_row: np.ndarray,
+    threads: tuple[np.ndarray, np.ndarray],
     gpu: bool,
     rank: int,
     world: int | None,
 ) -> pa.Table:
+    """One row per communication activity, with what its args (or, for old GPU traces, the
+    host op that launched it) say about op, sizes, process group and sequence number."""
     rows: dict[str, list] = {f.name: [] for f in COLLECTIVES}
-    host = _HostOps(xs, ts_ns, dur_ns) if gpu else None
-    launcher: dict[int, tuple] = {}
-    if gpu:
-        for e in xs:
-            if e.cat in classify.LAUNCH_CATS and e.args and e.args.correlation is not None:
-                launcher[e.args.correlation] = (e.pid, e.tid)
-    for i, e in enumerate(xs):
-        if kinds[i] != classify.COMM:
-            continue
-        a = e.args or Args()
+    host = _HostOps(kept, ts_ns, dur_ns, threads) if gpu else None
+    for i in comm_rows:
+        e = kept[int(i)]
+        a = e.args or _NO_ARGS
         name = e.name or ""
         op = normalize_op(a.coll_name) if a.coll_name else "unknown"
         in_n, out_n, dtype = a.in_nelems, a.out_nelems, a.dtype
         pg_name = None if a.pg_name is None else str(a.pg_name)
         pg_desc, group, seq = a.pg_desc, a.group_size, a.seq
         seq_source = "Seq" if seq is not None else None
-        if gpu:
-            thread = launcher.get(a.correlation)  # type: ignore[arg-type]
-            for j in host.enclosing(thread, int(launch_ns[i])) if thread and host else []:
-                h = xs[j]
-                ha = h.args or Args()
+        if host is not None:
+            lr = int(launch_row[i])
+            thread = (int(threads[0][lr]), int(threads[1][lr])) if lr >= 0 else None
+            for j in host.enclosing(thread, int(launch_ns[i])) if thread else []:
+                h = kept[j]
+                ha = h.args or _NO_ARGS
                 if h.name == "record_param_comms":
                     if op == "unknown" and ha.coll_name:
                         op = normalize_op(ha.coll_name)
@@ -421,8 +527,7 @@ def _collectives(
             algo = kernel_algo(name)
         else:
             op = normalize_op(name)
-            n, t = _first_tensor(_raw_list(a.input_dims), _raw_list(a.input_type))
-            in_n, dtype = n, t
+            in_n, dtype = _first_tensor(_raw_list(a.input_dims), _raw_list(a.input_type))
             algo = None
         if out_n is None and in_n is not None and op in ("allreduce", "broadcast", "alltoall"):
             out_n = in_n
@@ -449,39 +554,40 @@ def _collectives(
     return pa.table(rows, schema=COLLECTIVES)
 
 
+def _most_common(values: np.ndarray) -> int | None:
+    values = values[values >= 0]
+    if len(values) == 0:
+        return None
+    u, counts = np.unique(values, return_counts=True)
+    return int(u[np.argmax(counts)])
+
+
 def _ranks_row(
     trace: Trace,
-    xs: list[Event],
     rank: int,
     rank_source: str,
     time_base: str,
     gpu: bool,
-    step_idx: list[int],
+    pid: np.ndarray,
+    is_device: np.ndarray,
+    cat: pa.Array,
+    step_rows: list[int],
     world: int | None,
 ) -> pa.Table:
     dist = trace.distributedInfo
-    device = None
-    gpu_name = None
-    if gpu:
-        devs = Counter(
-            _int_or_none(e.pid) for e in xs if e.cat in classify.DEVICE_CATS and e.pid is not None
-        )
-        device = devs.most_common(1)[0][0] if devs else None
-        for p in trace.deviceProperties or []:
-            if p.id == device:
-                gpu_name = p.name
-    if step_idx:
-        pid = _int_or_none(xs[step_idx[0]].pid)
+    device = _most_common(pid[is_device]) if gpu else None
+    gpu_name = next((p.name for p in trace.deviceProperties or [] if p.id == device), None)
+    if step_rows:
+        host_pid = int(pid[step_rows[0]])
     else:
-        pids = Counter(_int_or_none(e.pid) for e in xs if e.cat == "cpu_op")
-        pid = pids.most_common(1)[0][0] if pids else None
+        host_pid = _most_common(pid[pc.equal(cat, "cpu_op").fill_null(False).to_numpy(False)])
     nccl_version = dist.nccl_version if dist and dist.nccl_version != "unknown" else None
     row = {
         "rank": [rank],
         "host": [trace.host_name],
-        "pid": [pid],
+        "pid": [host_pid],
         "device": [device],
-        "gpu_name": [gpu_name],
+        "gpu_name": [gpu_name if gpu else None],
         "world_size": [world],
         "backend": [dist.backend if dist else None],
         "time_base": [time_base],

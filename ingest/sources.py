@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import zlib
+import struct
 from pathlib import Path
+
+try:  # ISA-L inflate is 3-5x faster than zlib's; same API
+    from isal import isal_zlib as zlib
+except ImportError:  # pragma: no cover
+    import zlib
 
 from ingest.errors import IngestError
 
@@ -19,9 +24,19 @@ def is_gzip(path: str | Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
-def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+def _gzip_size_hint(path: Path) -> int:
+    """The uncompressed size recorded in the gzip trailer (modulo 2**32)."""
+    with open(path, "rb") as f:
+        f.seek(-4, 2)
+        return struct.unpack("<I", f.read(4))[0]
+
+
+def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray | bytes:
     """The file's content, gunzipped when it is gzip. Raises IngestError when the file is empty,
-    the gzip stream is truncated or corrupt, or the content exceeds `max_bytes`."""
+    the gzip stream is truncated or corrupt, or the content exceeds `max_bytes`.
+
+    Gzip content is inflated into one buffer sized from the gzip trailer, so memory peaks at
+    the uncompressed size (not twice it)."""
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -33,30 +48,32 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         if size > max_bytes:
             raise IngestError(p, f"file is {size:,} bytes, over the limit of {max_bytes:,}")
         return p.read_bytes()
-    out = bytearray()
+    too_big = f"decompresses to over the limit of {max_bytes:,} bytes"
+    hint = _gzip_size_hint(p) if size >= 18 else 0
+    out = bytearray(min(hint, max_bytes + 1))
+    n = 0
     d = zlib.decompressobj(wbits=47)
     with open(p, "rb") as f:
         while chunk := f.read(CHUNK):
-            try:
-                out += d.decompress(chunk, max_bytes + 1 - len(out))
-            except zlib.error as e:
-                raise IngestError(p, f"corrupt gzip data ({e})") from e
-            if len(out) > max_bytes:
-                raise IngestError(p, f"decompresses to over the limit of {max_bytes:,} bytes")
-            while d.unconsumed_tail:
-                out += d.decompress(d.unconsumed_tail, max_bytes + 1 - len(out))
-                if len(out) > max_bytes:
-                    raise IngestError(p, f"decompresses to over the limit of {max_bytes:,} bytes")
-            if d.eof and d.unused_data:
-                # concatenated gzip members
-                rest = d.unused_data
-                d = zlib.decompressobj(wbits=47)
-                out += d.decompress(rest)
+            while chunk:
+                try:
+                    piece = d.decompress(chunk, CHUNK)
+                except zlib.error as e:
+                    raise IngestError(p, f"corrupt gzip data ({e})") from e
+                chunk = d.unconsumed_tail
+                if n + len(piece) > max_bytes:
+                    raise IngestError(p, too_big)
+                out[n : n + len(piece)] = piece
+                n += len(piece)
+                if d.eof and d.unused_data:  # concatenated gzip members
+                    chunk = d.unused_data
+                    d = zlib.decompressobj(wbits=47)
     if not d.eof:
         raise IngestError(p, "truncated gzip file (the compressed stream ends early)")
-    if not out:
+    if n == 0:
         raise IngestError(p, "file is empty after decompression")
-    return bytes(out)
+    del out[n:]
+    return out
 
 
 def head(path: str | Path, n: int = 65536) -> bytes:

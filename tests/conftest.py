@@ -26,3 +26,15 @@ def gunzip_to(src: Path, dest_dir: Path) -> Path:
     with gzip.open(src, "rb") as f, open(out, "wb") as g:
         shutil.copyfileobj(f, g)
     return out
+
+
+def memory_store():
+    """An in-memory store with the full schema and the analysis macros loaded."""
+    import duckdb
+
+    from analysis.db import load_modules
+    from ingest.schema import ddl
+
+    con = duckdb.connect()
+    con.execute(ddl())
+    return load_modules(con)

@@ -1,0 +1,106 @@
+"""The CLI end to end, in process: ingest, runs, report in every format, re-ingest no-op."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+from conftest import DLRM, SAMPLES
+
+from dashboard.cli import build_parser, main
+
+RANK_KEYS = {
+    "rank", "tau_comp_ms", "tau_comm_ms", "overlap_ms", "eta", "gamma",
+    "exposed_comm_ms", "idle_ms", "comm_overlap_fraction",
+}  # fmt: skip
+STEP_KEYS = {
+    "rank", "step", "step_ms", "tau_comp_ms", "tau_comm_ms", "overlap_ms", "eta", "gamma",
+    "exposed_comm_ms", "idle_ms",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dlrm_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("cli") / "s.duckdb"
+    assert main(["ingest", str(DLRM / "*.gz"), "--db", str(db), "--run", "dlrm", "--quiet"]) == 0
+    return db
+
+
+def report_json(db, run, capsys):
+    assert main(["report", "--db", str(db), "--run", run, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_report_has_the_public_keys(dlrm_db, capsys):
+    rep = report_json(dlrm_db, "dlrm", capsys)
+    assert rep["run"] == "dlrm"
+    assert len(rep["ranks"]) == 8 and len(rep["steps"]) == 8
+    for r in rep["ranks"]:
+        assert RANK_KEYS <= set(r)
+    for s in rep["steps"]:
+        assert STEP_KEYS <= set(s)
+
+
+def test_report_identities(dlrm_db, capsys):
+    rep = report_json(dlrm_db, "dlrm", capsys)
+    for r in rep["ranks"] + rep["steps"]:
+        assert r["exposed_comm_ms"] == pytest.approx(r["tau_comm_ms"] - r["overlap_ms"])
+        assert r["eta"] == pytest.approx(r["overlap_ms"] / min(r["tau_comp_ms"], r["tau_comm_ms"]))
+        assert r["gamma"] == pytest.approx(r["tau_comm_ms"] / r["tau_comp_ms"])
+        assert r["comm_overlap_fraction"] == pytest.approx(r["overlap_ms"] / r["tau_comm_ms"])
+        assert 0 <= r["eta"] <= 1
+    for s in rep["steps"]:
+        assert s["idle_ms"] <= s["step_ms"]
+
+
+def test_text_and_csv_formats(dlrm_db, capsys):
+    assert main(["report", "--db", str(dlrm_db), "--run", "dlrm"]) == 0
+    text = capsys.readouterr().out
+    assert "Per rank and step" in text and "tau_comm_ms" in text
+    assert main(["report", "--db", str(dlrm_db), "--run", "dlrm", "--format", "csv"]) == 0
+    df = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(df.scope.value_counts().sort_index().items()) == [("rank", 8), ("step", 8)]
+    assert RANK_KEYS <= set(df.columns)
+
+
+def test_runs_lists_files_ranks_formats(dlrm_db, capsys):
+    assert main(["runs", "--db", str(dlrm_db), "--format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [(r["run"], r["files"], r["ranks"], r["formats"]) for r in runs] == [
+        ("dlrm", 8, 8, "kineto")
+    ]
+
+
+def test_reingest_is_a_noop(dlrm_db, capsys):
+    before = report_json(dlrm_db, "dlrm", capsys)
+    assert main(["ingest", str(DLRM), "--db", str(dlrm_db), "--run", "dlrm", "--quiet"]) == 0
+    assert "0 file(s) ingested, 8 already present" in capsys.readouterr().err
+    assert report_json(dlrm_db, "dlrm", capsys) == before
+
+
+def test_unknown_run_lists_runs(dlrm_db, capsys):
+    assert main(["report", "--db", str(dlrm_db), "--run", "nope"]) == 2
+    assert "dlrm" in capsys.readouterr().err
+
+
+def test_gloo_run_many_runs_one_file(dlrm_db, capsys):
+    d = SAMPLES / "gloo_4rank_sleep"
+    assert main(["ingest", str(d), "--db", str(dlrm_db), "--run", "gloo", "--quiet"]) == 0
+    rep = report_json(dlrm_db, "gloo", capsys)
+    assert [r["rank"] for r in rep["ranks"]] == [0, 1, 2, 3]
+    assert {s["step"] for s in rep["steps"]} == {2, 3, 4, 5, 6, 7}
+    # real overlap: bucket all-reduces run during backward on gloo threads
+    assert all(0 < s["eta"] < 1 for s in rep["steps"])
+    assert main(["runs", "--db", str(dlrm_db), "--format", "json"]) == 0
+    assert {r["run"] for r in json.loads(capsys.readouterr().out)} == {"dlrm", "gloo"}
+
+
+def test_every_subcommand_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, p in sub.choices.items():
+        assert p.description, f"commwall {name} has no description"
+        helps = {a.help for a in sub._choices_actions if a.dest == name}
+        assert helps and None not in helps, f"commwall {name} has no help line"
