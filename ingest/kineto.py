@@ -25,7 +25,7 @@ from ingest.collective_names import kernel_algo, kernel_op, normalize_op
 from ingest.dtypes import dtype_size
 from ingest.errors import IngestError
 from ingest.parsed import Parsed
-from ingest.schema import ACTIVITIES, COLLECTIVES, PROCESS_GROUPS, RANKS, STEPS
+from ingest.schema import COLLECTIVES, PROCESS_GROUPS, RANKS, STEPS
 from ingest.sources import DEFAULT_MAX_BYTES, read_bytes
 
 FORMAT = "kineto"
@@ -185,49 +185,85 @@ def _rank_of(path: Path, dist: DistInfo | None, rank: int | None) -> tuple[int, 
 
 
 class _Chunks:
-    """Column chunks of the complete events, one chunk per decoded batch."""
+    """Column chunks of the complete events, one chunk per decoded batch. Names and categories
+    are dictionary-encoded per batch (in Arrow) and unified at the end."""
 
     def __init__(self) -> None:
         self.ts: list[np.ndarray] = []
         self.dur: list[np.ndarray] = []
-        self.cols: dict[str, list[pa.Array]] = {
-            k: [] for k in ("cat", "name", "pid", "tid", "stream", "correlation", "external_id")
+        self.cat: list[pa.DictionaryArray] = []
+        self.name: list[pa.DictionaryArray] = []
+        self.ints: dict[str, list[pa.Array]] = {
+            k: [] for k in ("pid", "tid", "stream", "correlation", "external_id")
         }
         self.n = 0
 
-    def add(self, xs: list[Event]) -> None:
-        """Append a batch of complete events."""
-        args = [e.args or _NO_ARGS for e in xs]
-        self.ts.append(_to_ns([e.ts for e in xs]))
-        self.dur.append(np.maximum(_to_ns([e.dur or 0 for e in xs]), 0))
-        c = self.cols
-        c["cat"].append(pa.array([e.cat for e in xs], pa.string()))
-        c["name"].append(pa.array([e.name for e in xs], pa.string()))
-        c["pid"].append(pa.array([_as_int(e.pid) for e in xs], pa.int64()))
-        c["tid"].append(pa.array([_as_int(e.tid) for e in xs], pa.int64()))
-        c["stream"].append(pa.array([a.stream for a in args], pa.int64()))
-        c["correlation"].append(pa.array([a.correlation for a in args], pa.int64()))
-        c["external_id"].append(pa.array([a.external_id for a in args], pa.int64()))
-        self.n += len(xs)
+    def add(self, rows: list[tuple]) -> tuple[pa.DictionaryArray, pa.DictionaryArray]:
+        """Append a batch of (ts, dur, cat, name, pid, tid, stream, corr, ext, event) rows;
+        returns the batch's encoded (cat, name) columns."""
+        ts, dur, cat, name, pid, tid, stream, corr, ext, _ = zip(*rows, strict=True)
+        self.ts.append(_to_ns(ts))
+        self.dur.append(np.maximum(_to_ns(dur), 0))
+        cats = _legacy(pa.array(cat, pa.string()).dictionary_encode())
+        names = pa.array(name, pa.string()).dictionary_encode()
+        self.cat.append(cats)
+        self.name.append(names)
+        i = self.ints
+        i["pid"].append(pa.array([p if type(p) is int else _int_or_none(p) for p in pid], I64))
+        i["tid"].append(pa.array([t if type(t) is int else _int_or_none(t) for t in tid], I64))
+        i["stream"].append(pa.array(stream, I64))
+        i["correlation"].append(pa.array(corr, I64))
+        i["external_id"].append(pa.array(ext, I64))
+        self.n += len(rows)
+        return cats, names
 
-    def column(self, name: str) -> pa.Array:
-        """One whole column."""
-        return pa.concat_arrays(self.cols[name])
+    def column(self, name: str) -> pa.ChunkedArray:
+        """One whole integer column (chunks are not copied)."""
+        return pa.chunked_array(self.ints[name], I64)
+
+    def strings(self, which: str) -> tuple[pa.ChunkedArray, np.ndarray, list[str]]:
+        """A string column unified to one dictionary: (column, codes, dictionary values)."""
+        col = pa.chunked_array(getattr(self, which)).unify_dictionaries()
+        codes = np.concatenate([c.indices.to_numpy(False) for c in col.chunks])
+        values = col.chunks[0].dictionary.to_pylist() if col.num_chunks else []
+        return col, codes, values
+
+
+def _legacy(cats: pa.DictionaryArray) -> pa.DictionaryArray:
+    """Legacy (PyTorch <= 1.9) category names mapped to modern ones, on the dictionary only."""
+    values = cats.dictionary.to_pylist()
+    if not any(v in classify.LEGACY_CATS for v in values):
+        return cats
+    mapped = pa.array([classify.LEGACY_CATS.get(v, v) for v in values], pa.string())
+    return pa.DictionaryArray.from_arrays(cats.indices, mapped)
+
+
+def _np(col: pa.ChunkedArray) -> np.ndarray:
+    """An integer column as numpy, nulls as -1."""
+    return pc.fill_null(col, -1).to_numpy()
 
 
 _NO_ARGS = Args()
+I64 = pa.int64()
 BATCH = 16384
 
 
-def _is_kept(name: str | None, cat: str | None, comm: re.Pattern[str]) -> bool:
-    """Events whose args matter beyond their columns: steps, host collective ops, comm kernels."""
-    if not name:
-        return False
-    if name.startswith(("ProfilerStep#", "nccl:", "record_param_comms")):
-        return True
-    if classify.HOST_COMM.match(name):
-        return True
-    return cat in ("kernel", "Kernel") and bool(comm.search(name))
+def _kept_rows(
+    cats: pa.DictionaryArray, names: pa.DictionaryArray, comm: re.Pattern[str]
+) -> np.ndarray:
+    """Rows of a batch whose args matter beyond their columns: steps, host collective ops
+    (`record_param_comms`, `nccl:*`, `gloo:*`, ...) and communication kernels."""
+    host = [
+        i
+        for i, n in enumerate(names.dictionary.to_pylist())
+        if n.startswith(("ProfilerStep#", "nccl:", "record_param_comms"))
+        or classify.HOST_COMM.match(n)
+    ]
+    commk = [i for i, n in enumerate(names.dictionary.to_pylist()) if comm.search(n)]
+    kernel = [i for i, c in enumerate(cats.dictionary.to_pylist()) if c == "kernel"]
+    n_idx, c_idx = names.indices.to_numpy(False), cats.indices.to_numpy(False)
+    mask = np.isin(n_idx, host) | (np.isin(n_idx, commk) & np.isin(c_idx, kernel))
+    return np.flatnonzero(mask)
 
 
 def _batches(path: Path, raws: list[msgspec.Raw]) -> Iterator[tuple[int, list[Event]]]:
@@ -241,6 +277,27 @@ def _batches(path: Path, raws: list[msgspec.Raw]) -> Iterator[tuple[int, list[Ev
                 r"\$\[(\d+)\]", lambda m, o=off: f"$.traceEvents[{o + int(m[1])}]", str(e)
             )
             raise IngestError(path, f"not a valid Kineto trace: {where}") from e
+
+
+def _rows(evs: list[Event]) -> list[tuple]:
+    """The complete events of a batch as column tuples."""
+    return [
+        (
+            e.ts,
+            e.dur or 0,
+            e.cat,
+            e.name or "",
+            e.pid,
+            e.tid,
+            a.stream,
+            a.correlation,
+            a.external_id if a.external_id is not None else a.legacy_external_id,
+            e,
+        )
+        for e in evs
+        if e.ph == "X" and e.ts is not None and e.cat not in DROPPED_CATS
+        for a in (e.args or _NO_ARGS,)
+    ]
 
 
 def parse(
@@ -260,23 +317,19 @@ def parse(
     comm_re = classify.comm_regex(comm_patterns)
     chunks = _Chunks()
     kept: dict[int, Event] = {}
-    keep_name: dict[tuple[str | None, str | None], bool] = {}
     for _, evs in _batches(path, raws):
-        xs = [e for e in evs if e.ph == "X" and e.ts is not None and e.cat not in DROPPED_CATS]
-        for e in xs:
-            if e.cat in classify.LEGACY_CATS:
-                e.cat = classify.LEGACY_CATS[e.cat]
+        rows = _rows(evs)
+        if not rows:
+            continue
+        offset = chunks.n
+        cats, names = chunks.add(rows)
+        cat_values = cats.dictionary.to_pylist()
+        for j in _kept_rows(cats, names, comm_re):
+            e = rows[j][9]
+            e.cat = cat_values[cats.indices[j].as_py()]
             if e.args is not None and e.args.external_id is None:
                 e.args.external_id = e.args.legacy_external_id
-        for j, e in enumerate(xs):
-            key = (e.name, e.cat)
-            flag = keep_name.get(key)
-            if flag is None:
-                flag = keep_name[key] = _is_kept(e.name, e.cat, comm_re)
-            if flag:
-                kept[chunks.n + j] = e
-        if xs:
-            chunks.add(xs)
+            kept[offset + int(j)] = e
     n_events = len(raws)
     del raws
     trace.traceEvents = None
@@ -295,32 +348,52 @@ def parse(
         time_base, base = "unknown", 0
     ts_ns = np.concatenate(chunks.ts) + base
     dur_ns = np.concatenate(chunks.dur)
-    cat, name = chunks.column("cat"), chunks.column("name")
-    pid, tid = chunks.column("pid"), chunks.column("tid")
-    corr = chunks.column("correlation")
+    cat_col, cat_codes, cats = chunks.strings("cat")
+    name_col, name_codes, names = chunks.strings("name")
+    pid, tid, corr = chunks.column("pid"), chunks.column("tid"), chunks.column("correlation")
 
-    is_device = pc.is_in(cat, pa.array(sorted(classify.DEVICE_CATS))).to_numpy(False)
+    def cat_is(wanted: frozenset[str] | set[str]) -> np.ndarray:
+        return np.isin(cat_codes, [i for i, c in enumerate(cats) if c in wanted])
+
+    is_device = cat_is(classify.DEVICE_CATS)
     gpu = bool(is_device.any())
     step_rows = sorted(
         i for i, e in kept.items() if STEP_RE.match(e.name or "") and e.cat != "gpu_user_annotation"
     )
-    pid_np = pid.fill_null(-1).to_numpy()
-    tid_np = tid.fill_null(-1).to_numpy()
+    pid_np, tid_np = _np(pid), _np(tid)
     main_threads = {(int(pid_np[i]), int(tid_np[i])) for i in step_rows}
     if not main_threads:
         same = (pid_np == tid_np) & (pid_np >= 0)
         main_threads = {(int(p), int(p)) for p in np.unique(pid_np[same])}
-    kind = _kinds(cat, name, pid_np, tid_np, gpu, main_threads, comm_re)
-    launch_ns, launch_row = _launch_times(cat, corr, ts_ns, is_device)
+
+    def name_matches(pattern: re.Pattern[str]) -> np.ndarray:
+        return np.isin(name_codes, [i for i, n in enumerate(names) if pattern.search(n)])
+
+    kind = np.full(chunks.n, classify.OTHER, dtype=object)
+    if gpu:
+        kernel = cat_is({"kernel"})
+        kind[kernel] = classify.COMPUTE
+        kind[kernel & name_matches(comm_re)] = classify.COMM
+        kind[cat_is(classify.MEMORY_CATS)] = classify.MEMORY
+    else:
+        on_main = np.zeros(chunks.n, dtype=bool)
+        for p, t in main_threads:
+            on_main |= (pid_np == p) & (tid_np == t)
+        enqueue = name_matches(classify.HOST_ENQUEUE)
+        kind[cat_is({"cpu_op"}) & on_main & ~enqueue] = classify.COMPUTE
+        kind[name_matches(classify.HOST_COMM)] = classify.COMM
+    is_launch = cat_is(classify.LAUNCH_CATS)
+    launch_ns, launch_row = _launch_times(_np(corr), ts_ns, is_device, is_launch)
+    comm_rows = np.flatnonzero(kind == classify.COMM)
 
     activities = pa.table(
         {
             "rank": pa.array(np.full(chunks.n, rank_value, np.int32)),
             "ts": pa.array(ts_ns),
             "dur": pa.array(dur_ns),
-            "kind": kind,
-            "cat": cat,
-            "name": name,
+            "kind": pa.array(kind, pa.string()).dictionary_encode(),
+            "cat": cat_col,
+            "name": name_col,
             "pid": pid,
             "tid": tid,
             "stream": chunks.column("stream"),
@@ -328,18 +401,16 @@ def parse(
             "external_id": chunks.column("external_id"),
             "launch_ts": pa.array(launch_ns),
         },
-        schema=ACTIVITIES,
     )
     steps = _steps(kept, step_rows, ts_ns, dur_ns, rank_value)
     world = _int_or_none(dist.world_size) if dist else None
     threads = (pid_np, tid_np)
-    comm_rows = np.flatnonzero(pc.equal(kind, classify.COMM).to_numpy(False))
     collectives = _collectives(
         kept, comm_rows, ts_ns, dur_ns, launch_ns, launch_row, threads, gpu, rank_value, world
     )
-    ranks = _ranks_row(
-        trace, rank_value, rank_source, time_base, gpu, pid_np, is_device, cat, step_rows, world
-    )
+    host_pid = int(pid_np[step_rows[0]]) if step_rows else _most_common(pid_np[cat_is({"cpu_op"})])
+    device = _most_common(pid_np[is_device]) if gpu else None
+    ranks = _ranks_row(trace, rank_value, rank_source, time_base, host_pid, device, world)
     pgs = _process_groups(dist, rank_value)
     detail = {
         "time_base": time_base,
@@ -360,61 +431,22 @@ def parse(
     return Parsed(format=FORMAT, tables=tables, detail=detail)
 
 
-def _name_mask(name: pa.Array, pattern: re.Pattern[str]) -> np.ndarray:
-    """Rows whose name matches `pattern` (the regex runs once per distinct name)."""
-    distinct = pc.unique(name).drop_null().to_pylist()
-    hits = pa.array([n for n in distinct if pattern.search(n)], pa.string())
-    return pc.is_in(name, hits).to_numpy(False)
-
-
-def _kinds(
-    cat: pa.Array,
-    name: pa.Array,
-    pid: np.ndarray,
-    tid: np.ndarray,
-    gpu: bool,
-    main_threads: set[tuple[int, int]],
-    comm_re: re.Pattern[str],
-) -> pa.Array:
-    """The `kind` column by the rules of ingest/classify.py, vectorised."""
-    kind = np.full(len(cat), classify.OTHER, dtype=object)
-    if gpu:
-        kernel = pc.equal(cat, "kernel").fill_null(False).to_numpy(False)
-        memory = pc.is_in(cat, pa.array(sorted(classify.MEMORY_CATS))).to_numpy(False)
-        comm = kernel & _name_mask(name, comm_re)
-        kind[kernel] = classify.COMPUTE
-        kind[comm] = classify.COMM
-        kind[memory] = classify.MEMORY
-    else:
-        on_main = np.zeros(len(cat), dtype=bool)
-        for p, t in main_threads:
-            on_main |= (pid == p) & (tid == t)
-        cpu_op = pc.equal(cat, "cpu_op").fill_null(False).to_numpy(False)
-        enqueue = _name_mask(name, classify.HOST_ENQUEUE)
-        kind[cpu_op & on_main & ~enqueue] = classify.COMPUTE
-        kind[_name_mask(name, classify.HOST_COMM)] = classify.COMM
-    return pa.array(kind, pa.string())
-
-
 def _launch_times(
-    cat: pa.Array, corr: pa.Array, ts_ns: np.ndarray, is_device: np.ndarray
+    corr: np.ndarray, ts_ns: np.ndarray, is_device: np.ndarray, is_launch: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row: when the host launched it (device rows: start of the earliest runtime call with
     the same correlation id; otherwise its own start), and the row of that runtime call (-1)."""
     launch = ts_ns.copy()
     row = np.full(len(ts_ns), -1, dtype=np.int64)
-    has_corr = corr.is_valid().to_numpy(False)
-    corr_np = corr.fill_null(-1).to_numpy()
-    is_launch = pc.is_in(cat, pa.array(sorted(classify.LAUNCH_CATS))).to_numpy(False) & has_corr
-    rt = np.flatnonzero(is_launch)
-    dev = np.flatnonzero(is_device & has_corr)
+    rt = np.flatnonzero(is_launch & (corr >= 0))
+    dev = np.flatnonzero(is_device & (corr >= 0))
     if len(rt) == 0 or len(dev) == 0:
         return launch, row
-    order = rt[np.lexsort((ts_ns[rt], corr_np[rt]))]
-    keys, first = np.unique(corr_np[order], return_index=True)
+    order = rt[np.lexsort((ts_ns[rt], corr[rt]))]
+    keys, first = np.unique(corr[order], return_index=True)
     src = order[first]
-    pos = np.clip(np.searchsorted(keys, corr_np[dev]), 0, len(keys) - 1)
-    found = keys[pos] == corr_np[dev]
+    pos = np.clip(np.searchsorted(keys, corr[dev]), 0, len(keys) - 1)
+    found = keys[pos] == corr[dev]
     launch[dev[found]] = ts_ns[src[pos[found]]]
     row[dev[found]] = src[pos[found]]
     return launch, row
@@ -567,27 +599,19 @@ def _ranks_row(
     rank: int,
     rank_source: str,
     time_base: str,
-    gpu: bool,
-    pid: np.ndarray,
-    is_device: np.ndarray,
-    cat: pa.Array,
-    step_rows: list[int],
+    host_pid: int | None,
+    device: int | None,
     world: int | None,
 ) -> pa.Table:
     dist = trace.distributedInfo
-    device = _most_common(pid[is_device]) if gpu else None
     gpu_name = next((p.name for p in trace.deviceProperties or [] if p.id == device), None)
-    if step_rows:
-        host_pid = int(pid[step_rows[0]])
-    else:
-        host_pid = _most_common(pid[pc.equal(cat, "cpu_op").fill_null(False).to_numpy(False)])
     nccl_version = dist.nccl_version if dist and dist.nccl_version != "unknown" else None
     row = {
         "rank": [rank],
         "host": [trace.host_name],
         "pid": [host_pid],
         "device": [device],
-        "gpu_name": [gpu_name if gpu else None],
+        "gpu_name": [gpu_name if device is not None else None],
         "world_size": [world],
         "backend": [dist.backend if dist else None],
         "time_base": [time_base],
