@@ -11,8 +11,9 @@ from ingest.sources import DEFAULT_MAX_BYTES
 class ParseOptions:
     """`rank`: rank for a file that does not say; `comm_patterns`: extra communication-kernel
     regexes; `max_bytes`: cap on a file's decompressed size; `rank_map`: process → rank
-    overrides (`"host:pid=rank"` or `"device=rank"` strings); `step_regex`: NVTX range names that
-    mark training steps (one capture group: the step number)."""
+    overrides (`"pid=rank"`, `"host:pid=rank"` or `"device:id=rank"`; see ingest/nsys_ranks.py);
+    `step_regex`: NVTX range names that mark training steps (one capture group: the step
+    number)."""
 
     rank: int | None = None
     comm_patterns: tuple[str, ...] = ()
