@@ -1,0 +1,220 @@
+"""The `nccl` report section: what a run's NCCL_DEBUG logs say (thin Python over the
+analysis/sql/nccl_*.sql macros). Every key is present whether or not the run has a log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+UPLOAD_HINT = (
+    "no NCCL log in this run: ingest the job's stdout/stderr (one file per process, or all "
+    "interleaved) from a run with NCCL_DEBUG=INFO; NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH,ENV,COLL "
+    "adds topology and per-collective sizes"
+)
+TCP_REASONS = {
+    "rdma_devices": "IB/RoCE devices were listed, yet TCP sockets carried inter-node traffic",
+    "ib_disabled": "NCCL_IB_DISABLE=1 forced TCP sockets between nodes",
+    "net_forced": "NCCL_NET=Socket forced TCP sockets between nodes",
+    "no_ib_device": "NCCL found no IB device (RDMA libraries or devices missing, e.g. in the "
+    "container) and fell back to TCP sockets between nodes",
+    "no_rdma_seen": "TCP sockets carried inter-node traffic; no RDMA network was seen",
+}
+STATUSES = ("not_enqueued", "waiting", "completed", "no_log")
+
+
+def _rows(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> list[dict[str, Any]]:
+    cur = con.execute(f"SELECT * FROM {macro}(?)", [rid])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _where(con: duckdb.DuckDBPyConnection, file_id: int | None, line: int | None) -> dict | None:
+    if file_id is None:
+        return None
+    path = con.execute("SELECT path FROM files WHERE file_id = ?", [file_id]).fetchone()
+    return {"file": path[0] if path else None, "line": line}
+
+
+def has_nccl_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when the store has the nccl_* tables (stores made before they existed do not)."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'nccl_files'"
+        ).fetchone()[0]
+    )
+
+
+def _versions(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    detail = _rows(con, "nccl_versions", rid)
+    by_rank = [
+        {"rank": r["rank"], "nccl_version": r["nccl_version"], "cuda_version": r["cuda_version"]}
+        for r in _rows(con, "nccl_proc_ranks", rid)
+        if r["rank"] is not None
+    ]
+    shape = con.execute(
+        "SELECT min(shape_version) FROM nccl_files WHERE run_id = ?", [rid]
+    ).fetchone()[0]
+    return {
+        "versions": [d["version"] for d in detail],
+        "version_mismatch": len(detail) > 1,
+        "versions_detail": detail,
+        "version_by_rank": by_rank,
+        "shape_version": shape,
+    }
+
+
+def _ranks(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    cover = _rows(con, "nccl_rank_coverage", rid)
+    procs = _rows(con, "nccl_proc_ranks", rid)
+    sources: dict[str, int] = {}
+    for p in procs:
+        if p["rank_source"]:
+            sources[p["rank_source"]] = sources.get(p["rank_source"], 0) + 1
+    world = con.execute("SELECT world_size FROM nccl_world(?)", [rid]).fetchone()[0]
+    return {
+        "world_size": world,
+        "with_log": [c["rank"] for c in cover if c["has_log"]],
+        "without_log": [c["rank"] for c in cover if not c["has_log"]],
+        "processes": len(procs),
+        "unmapped_processes": sum(p["rank"] is None for p in procs),
+        "mapped_by": sources,
+    }
+
+
+def _gdr(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    rows = _rows(con, "nccl_gdr", rid)
+    if not rows:
+        return {"gdr": None, "gdr_evidence": None}
+    r = rows[0]
+    where = _where(con, r["file_id"], r["line_no"]) or {}
+    return {"gdr": r["gdr"], "gdr_evidence": {"basis": r["basis"], **where, "text": r["evidence"]}}
+
+
+def _tcp(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    r = _rows(con, "nccl_tcp_fallback", rid)[0]
+    return {
+        "detected": r["detected"],
+        "reason": r["reason"],
+        "explanation": TCP_REASONS.get(r["reason"]),
+        "evidence": None
+        if not r["detected"]
+        else {**(_where(con, r["file_id"], r["line_no"]) or {}), "text": r["evidence"]},
+    }
+
+
+def _problems(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, dict]:
+    out = {}
+    for r in _rows(con, "nccl_problem_counts", rid):
+        first = None
+        if r["count"]:
+            first = {
+                **(_where(con, r["first_file_id"], r["first_line"]) or {}),
+                "rank": r["first_rank"],
+                "kind": r["first_kind"],
+                "text": r["first_text"],
+            }
+        out[r["category"] + "s"] = {"count": r["count"], "first": first}
+    return out
+
+
+def _timeout_collectives(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
+    groups: dict[tuple, dict] = {}
+    for r in _rows(con, "nccl_timeout_ranks", rid):
+        g = groups.setdefault(
+            (r["pg"], r["seq"]),
+            {"pg": r["pg"], "seq": r["seq"], "op_type": r["op_type"], **{s: [] for s in STATUSES}},
+        )
+        g[r["status"]].append(r["rank"])
+    for g in groups.values():
+        g["likely_culprits"] = g["not_enqueued"]
+    return list(groups.values())
+
+
+def _collectives(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    by_op = _rows(con, "nccl_coll_sizes", rid)
+    steps = _rows(con, "nccl_coll_steps", rid)
+    per_step: dict[int, dict] = {}
+    for s in steps:
+        d = per_step.setdefault(s["step"], {"step": s["step"], "ranks": 0, "calls": 0, "bytes": 0})
+        d["ranks"] += 1
+        d["calls"] += s["calls"]
+        d["bytes"] += s["bytes"] or 0
+    for d in per_step.values():
+        d["bytes_per_rank"] = d["bytes"] / d["ranks"]
+    return {
+        "calls": sum(r["calls"] for r in by_op),
+        "by_op": by_op,
+        "per_step": [per_step[k] for k in sorted(per_step)],
+        "aligned_ranks": sorted({s["rank"] for s in steps}),
+    }
+
+
+def _findings(s: dict[str, Any]) -> list[str]:
+    """One sentence per notable fact, most important first."""
+    out = []
+    if s["tcp_fallback"]["detected"]:
+        out.append(s["tcp_fallback"]["explanation"])
+    for t in s["timeouts"]["collectives"]:
+        culprits = t["likely_culprits"]
+        if culprits:
+            out.append(
+                f"watchdog timeout on {t['op_type']} SeqNum {t['seq']} (PG {t['pg']}): rank(s) "
+                f"{culprits} never issued it — likely culprit(s); {len(t['waiting'])} rank(s) "
+                "waited for them"
+            )
+    if s["version_mismatch"]:
+        out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")
+    if s["gdr"] is False:
+        out.append("GPU Direct RDMA is off: inter-node traffic is staged through host memory")
+    for key in ("errors", "warnings"):
+        if s[key]["count"]:
+            out.append(f"NCCL {key}: {s[key]['count']}; first: {s[key]['first']['text']}")
+    missing, world = s["ranks"]["without_log"], s["ranks"]["world_size"]
+    if missing and s["ranks"]["with_log"]:
+        out.append(f"no NCCL log for {len(missing)} of {world} ranks (first: rank {missing[0]})")
+    return out
+
+
+def empty_section() -> dict[str, Any]:
+    """The section of a run without NCCL logs: every key, nothing found."""
+    s: dict[str, Any] = {
+        "present": False, "hint": UPLOAD_HINT, "findings": [], "files": 0,
+        "lines": dict.fromkeys(("total", "nccl", "recognised", "unknown", "damaged", "torch"), 0),
+        "versions": [], "version_mismatch": False, "versions_detail": [], "version_by_rank": [],
+        "shape_version": None,
+        "ranks": {"world_size": None, "with_log": [], "without_log": [], "processes": 0,
+                  "unmapped_processes": 0, "mapped_by": {}},
+        "networks": [], "nics": [], "transports": [], "gdr": None, "gdr_evidence": None,
+        "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
+        "communicators": [],
+        "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
+        "timeouts": {"count": 0, "first": None, "collectives": []},
+        "collectives": {"calls": 0, "by_op": [], "per_step": [], "aligned_ranks": []},
+    }  # fmt: skip
+    return s
+
+
+def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    """What the NCCL logs of run `rid` say (docs/nccl_logs.md describes every key)."""
+    s = empty_section()
+    if not has_nccl_tables(con):
+        return s
+    lines = _rows(con, "nccl_line_counts", rid)[0]
+    files = lines.pop("files")
+    if not files:
+        return s
+    s.update(present=True, hint=None, files=files, lines=lines)
+    s.update(_versions(con, rid))
+    s["ranks"] = _ranks(con, rid)
+    s["networks"] = _rows(con, "nccl_networks", rid)
+    s["nics"] = _rows(con, "nccl_nics", rid)
+    s["transports"] = _rows(con, "nccl_transports", rid)
+    s.update(_gdr(con, rid))
+    s["tcp_fallback"] = _tcp(con, rid)
+    s["communicators"] = _rows(con, "nccl_comm_shapes", rid)
+    s.update(_problems(con, rid))
+    s["timeouts"]["collectives"] = _timeout_collectives(con, rid)
+    s["collectives"] = _collectives(con, rid)
+    s["findings"] = _findings(s)
+    return s

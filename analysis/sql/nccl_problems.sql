@@ -1,0 +1,99 @@
+-- nccl_problems: warnings, errors and watchdog timeouts in the NCCL logs of a run.
+-- requires: nccl_procs
+
+-- nccl_problem_counts(rid): how many warnings, errors and timeouts run `rid` logged, and the
+-- first of each.
+--   rid       run_id.
+--   returns   category      warning (NCCL WARN lines) | error (error returns: one per chain
+--                           of unwind frames, plus PyTorch / nccl-tests NCCL errors) |
+--                           timeout (PyTorch watchdog collective timeouts),
+--             count,
+--             first_file_id, first_line   the first one (file order),
+--             first_rank    its global rank (NULL: unknown),
+--             first_kind    its kind (ib_completion, unwind, timeout ...),
+--             first_text    its message.
+--   Always three rows; count 0 and NULLs when a category is absent.
+-- Algorithm: counts over nccl_warnings and nccl_timeouts; ranks via nccl_proc_ranks (or
+-- the watchdog line's own rank).
+CREATE OR REPLACE TEMP MACRO nccl_problem_counts(rid) AS TABLE
+WITH r AS (
+    SELECT file_id, proc, rank FROM nccl_proc_ranks(rid)
+),
+w AS (
+    SELECT CASE WHEN w.level = 'WARN' THEN 'warning' ELSE 'error' END AS category,
+        CASE WHEN w.kind = 'unwind' THEN 'chain ' || w.chain ELSE 'line ' || w.line_no END
+            AS item,
+        w.file_id, w.line_no, r.rank, w.kind,
+        CASE WHEN w.src_file IS NOT NULL AND w.kind <> 'unwind'
+            THEN printf('%s:%s %s', w.src_file, coalesce(w.src_line::VARCHAR, '?'), w.message)
+            ELSE w.message END AS text
+    FROM nccl_warnings w
+    LEFT JOIN r ON r.file_id = w.file_id AND r.proc = w.proc
+    WHERE w.run_id = rid
+),
+t AS (
+    SELECT 'timeout' AS category, 'line ' || line_no AS item, file_id, line_no, rank,
+        kind, message AS text
+    FROM nccl_timeouts WHERE run_id = rid AND kind = 'timeout'
+),
+x AS (
+    SELECT * FROM w UNION ALL SELECT * FROM t
+),
+cats AS (
+    SELECT unnest(['warning', 'error', 'timeout']) AS category
+)
+SELECT c.category,
+    count(DISTINCT (x.file_id, x.item)) FILTER (WHERE x.item IS NOT NULL) AS count,
+    arg_min(x.file_id, (x.file_id, x.line_no)) AS first_file_id,
+    arg_min(x.line_no, (x.file_id, x.line_no)) AS first_line,
+    arg_min(x.rank, (x.file_id, x.line_no)) AS first_rank,
+    arg_min(x.kind, (x.file_id, x.line_no)) AS first_kind,
+    arg_min(x.text, (x.file_id, x.line_no)) AS first_text
+FROM cats c LEFT JOIN x USING (category)
+GROUP BY c.category
+ORDER BY list_position(['warning', 'error', 'timeout'], c.category);
+
+-- nccl_timeout_ranks(rid): for every collective a watchdog timed out on in run `rid`, the
+-- state of every rank of the job.
+--   rid       run_id.
+--   returns   pg, seq       process group and PyTorch SeqNum of the timed-out collective,
+--             op_type       its OpType,
+--             rank,
+--             status        not_enqueued (last enqueued < seq: the rank never issued the
+--                           collective — the likely culprit) | waiting (issued it, never
+--                           completed it: a victim) | completed | no_log (nothing known),
+--             last_enqueued, last_completed   the rank's latest progress report for the pg.
+-- Algorithm: NCCL_LOG.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
+-- 0 .. world-1 takes its latest progress line (last enqueued / completed) for that pg; a
+-- rank that timed out on that seq itself issued it. Ranks compare on global rank.
+CREATE OR REPLACE TEMP MACRO nccl_timeout_ranks(rid) AS TABLE
+WITH t AS (
+    SELECT pg, seq, min(op_type) AS op_type, list(DISTINCT rank) AS timed_out
+    FROM nccl_timeouts
+    WHERE run_id = rid AND kind = 'timeout' AND seq IS NOT NULL
+    GROUP BY pg, seq
+),
+progress AS (
+    SELECT pg, rank, arg_max(last_enqueued, (file_id, line_no)) AS last_enqueued,
+        arg_max(last_completed, (file_id, line_no)) AS last_completed
+    FROM nccl_timeouts
+    WHERE run_id = rid AND kind = 'progress' AND rank IS NOT NULL
+    GROUP BY pg, rank
+),
+ranks AS (
+    SELECT unnest(range(greatest(
+        coalesce((SELECT world_size FROM nccl_world(rid)), 0),
+        coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid), 0)
+    )))::INTEGER AS rank
+)
+SELECT t.pg, t.seq, t.op_type, r.rank,
+    CASE
+        WHEN p.last_completed >= t.seq THEN 'completed'
+        WHEN list_contains(t.timed_out, r.rank) OR p.last_enqueued >= t.seq THEN 'waiting'
+        WHEN p.last_enqueued < t.seq THEN 'not_enqueued'
+        ELSE 'no_log'
+    END AS status,
+    p.last_enqueued, p.last_completed
+FROM t CROSS JOIN ranks r
+LEFT JOIN progress p ON p.rank = r.rank AND p.pg IS NOT DISTINCT FROM t.pg
+ORDER BY t.pg, t.seq, r.rank;

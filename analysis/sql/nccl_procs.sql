@@ -1,0 +1,80 @@
+-- nccl_procs: which rank each process of the NCCL logs of a run is.
+
+-- nccl_world(rid): the job's size as the run knows it (one row).
+--   rid       run_id.
+--   returns   world_size   the largest of: trace world sizes, NCCL communicator sizes, and
+--                          1 + the highest rank named by a watchdog line (NULL: none known).
+-- Algorithm: max over the three sources.
+CREATE OR REPLACE TEMP MACRO nccl_world(rid) AS TABLE
+SELECT nullif(greatest(
+    coalesce((SELECT max(world_size) FROM ranks WHERE run_id = rid), 0),
+    coalesce((SELECT max(nranks) FROM nccl_communicators WHERE run_id = rid), 0),
+    coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid), 0)
+), 0) AS world_size;
+
+-- nccl_proc_ranks(rid): one row per NCCL log process of run `rid`, with its global rank.
+--   rid       run_id.
+--   returns   file_id, proc, host, pid,
+--             rank          global rank, NULL when nothing says,
+--             rank_source   host_pid (a trace of the run has this host and pid; only the
+--                           pid when the trace names no host) |
+--                           comm_rank (its rank in a communicator spanning the whole job) |
+--                           launcher_tag (the launcher's rank tag on its lines) | NULL,
+--             nccl_version, cuda_version   as credited to the process (NULL: not printed).
+-- Algorithm: the first source that answers unambiguously, in the order above. Hosts are
+-- compared on their first label, case-insensitively (NCCL cuts host names at the first dot). A
+-- communicator spans the job when its size is the world size (nccl_world); a process in
+-- several such communicators must have the same rank in all of them.
+CREATE OR REPLACE TEMP MACRO nccl_proc_ranks(rid) AS TABLE
+WITH p AS (
+    SELECT * FROM nccl_processes WHERE run_id = rid
+),
+by_trace AS (
+    SELECT p.file_id, p.proc, min(k.rank) AS rank
+    FROM p JOIN ranks k
+        ON k.run_id = rid AND k.pid = p.pid
+        AND (k.host IS NULL OR lower(split_part(k.host, '.', 1)) = lower(p.host))
+    GROUP BY ALL
+    HAVING count(DISTINCT k.rank) = 1
+),
+by_comm AS (
+    SELECT c.file_id, c.proc, min(c.rank) AS rank
+    FROM nccl_communicators c, nccl_world(rid) w
+    WHERE c.run_id = rid AND c.nranks = w.world_size AND c.rank IS NOT NULL
+    GROUP BY ALL
+    HAVING count(DISTINCT c.rank) = 1
+)
+SELECT p.file_id, p.proc, p.host, p.pid,
+    coalesce(t.rank, c.rank, p.tag_rank) AS rank,
+    CASE
+        WHEN t.rank IS NOT NULL THEN 'host_pid'
+        WHEN c.rank IS NOT NULL THEN 'comm_rank'
+        WHEN p.tag_rank IS NOT NULL THEN 'launcher_tag'
+    END AS rank_source,
+    p.nccl_version, p.cuda_version
+FROM p
+LEFT JOIN by_trace t USING (file_id, proc)
+LEFT JOIN by_comm c USING (file_id, proc)
+ORDER BY rank NULLS LAST, p.file_id, p.proc;
+
+-- nccl_rank_coverage(rid): every rank of the job and whether an NCCL log speaks for it.
+--   rid       run_id.
+--   returns   rank,
+--             has_log       some log process maps to this rank,
+--             n_processes   how many (more than one: the rank appears in several files),
+--             in_trace      the rank has a trace in the run.
+-- Algorithm: ranks 0 .. world_size-1 (nccl_world) plus any mapped rank beyond, left-joined
+-- with nccl_proc_ranks and the ranks table.
+CREATE OR REPLACE TEMP MACRO nccl_rank_coverage(rid) AS TABLE
+WITH mapped AS (
+    SELECT rank, count(*) AS n FROM nccl_proc_ranks(rid) WHERE rank IS NOT NULL GROUP BY rank
+),
+every AS (
+    SELECT unnest(range(coalesce((SELECT world_size FROM nccl_world(rid)), 0))) AS rank
+    UNION
+    SELECT rank FROM mapped
+)
+SELECT e.rank::INTEGER AS rank, m.n IS NOT NULL AS has_log, coalesce(m.n, 0) AS n_processes,
+    e.rank IN (SELECT rank FROM ranks WHERE run_id = rid) AS in_trace
+FROM every e LEFT JOIN mapped m ON m.rank = e.rank
+ORDER BY e.rank;

@@ -1,0 +1,124 @@
+-- nccl_topology: communicators of a run and the shape of their rings and trees.
+
+-- nccl_comm_keys(rid): one key per communicator row of run `rid`, shared by every process
+-- of the same communicator.
+--   rid       run_id.
+--   returns   file_id, proc, comm, line_no,
+--             comm_key   the commId ('0x5f3c…', NCCL 2.16+); before that 'n<nranks>#<k>'
+--                        when the communicator is the k-th of that size the process
+--                        created (processes create communicators in the same order), with
+--                        '@<file_id>' appended since older logs cannot be matched across
+--                        files.
+-- Algorithm: commId when present, else the creation-order heuristic above.
+CREATE OR REPLACE TEMP MACRO nccl_comm_keys(rid) AS TABLE
+SELECT file_id, proc, comm, line_no,
+    coalesce(comm_id, printf('n%d#%d@%d', nranks,
+        row_number() OVER (PARTITION BY file_id, proc, nranks ORDER BY line_no), file_id))
+        AS comm_key
+FROM nccl_communicators
+WHERE run_id = rid;
+
+-- nccl_tree_depths(rid): depth of every channel tree of every communicator of run `rid`.
+--   rid       run_id.
+--   returns   comm_key, channel,
+--             depth    edges on the longest root-to-leaf path among the ranks logged,
+--             roots    ranks without a parent (up = -1).
+-- Algorithm: recursive walk from the roots down the (child, parent) pairs of the tree rows
+-- (each rank logs its own position), capped at 4096 levels against damaged input.
+CREATE OR REPLACE TEMP MACRO nccl_tree_depths(rid) AS TABLE
+WITH RECURSIVE t AS (
+    SELECT DISTINCT k.comm_key, c.channel, c.tree_rank AS node, c.tree_up AS up
+    FROM nccl_channels c
+    JOIN nccl_comm_keys(rid) k
+        ON k.file_id = c.file_id AND k.proc = c.proc AND k.comm = c.comm
+    WHERE c.run_id = rid AND c.kind = 'tree'
+),
+walk(comm_key, channel, node, depth) AS (
+    SELECT comm_key, channel, node, 0 FROM t WHERE up = -1
+    UNION ALL
+    SELECT t.comm_key, t.channel, t.node, w.depth + 1
+    FROM walk w JOIN t ON t.comm_key = w.comm_key AND t.channel = w.channel AND t.up = w.node
+    WHERE w.depth < 4096
+)
+SELECT comm_key, channel, max(depth) AS depth,
+    list(DISTINCT node ORDER BY node) FILTER (WHERE depth = 0) AS roots
+FROM walk
+GROUP BY comm_key, channel;
+
+-- nccl_comm_shapes(rid): one row per communicator of run `rid`.
+--   rid       run_id.
+--   returns   comm_key (see nccl_comm_keys), comm_id, nranks,
+--             n_nodes, local_ranks     from the 2.20.3+ nNodes line (NULL before),
+--             n_processes    log processes in it; ranks_logged  its ranks they cover,
+--             ring_channels  channels with a ring order line (printed by rank 0),
+--             ring           ring order of the lowest channel,
+--             rings_distinct distinct ring orders over the channels,
+--             ring_truncated a ring line was cut (> 20 ranks up to 2.22, > 128 chars after),
+--             tree_channels  channels with tree lines,
+--             tree_roots     distinct roots over the channels,
+--             tree_depth     deepest channel tree (edges),
+--             max_children   largest number of children of a rank,
+--             nvls, collnet  NVLS / CollNet in use,
+--             connected      what NCCL reported connected (rings, trees, NVLS tree ...).
+-- Algorithm: communicators grouped by comm_key, joined with their ring and tree rows and
+-- nccl_tree_depths.
+CREATE OR REPLACE TEMP MACRO nccl_comm_shapes(rid) AS TABLE
+WITH c AS (
+    SELECT k.comm_key, c.*
+    FROM nccl_communicators c
+    JOIN nccl_comm_keys(rid) k
+        ON k.file_id = c.file_id AND k.proc = c.proc AND k.comm = c.comm
+        AND k.line_no = c.line_no
+    WHERE c.run_id = rid
+),
+ch AS (
+    SELECT k.comm_key, x.*
+    FROM nccl_channels x
+    JOIN nccl_comm_keys(rid) k ON k.file_id = x.file_id AND k.proc = x.proc AND k.comm = x.comm
+    WHERE x.run_id = rid
+),
+rings AS (
+    SELECT comm_key, count(DISTINCT channel) AS ring_channels,
+        arg_min(ring, channel) AS ring, count(DISTINCT ring) AS rings_distinct,
+        bool_or(truncated) AS ring_truncated
+    FROM ch WHERE kind = 'ring' GROUP BY comm_key
+),
+trees AS (
+    SELECT comm_key, count(DISTINCT channel) AS tree_channels,
+        max(len(tree_down)) AS max_children
+    FROM ch WHERE kind = 'tree' GROUP BY comm_key
+),
+depths AS (
+    SELECT comm_key, max(depth) AS tree_depth,
+        list_sort(list_distinct(flatten(list(roots)))) AS tree_roots
+    FROM nccl_tree_depths(rid) GROUP BY comm_key
+),
+collnet_conns AS (
+    SELECT DISTINCT k.comm_key
+    FROM nccl_connections x
+    JOIN nccl_comm_keys(rid) k ON k.file_id = x.file_id AND k.proc = x.proc AND k.comm = x.comm
+    WHERE x.run_id = rid AND x.transport LIKE 'COLLNET/%'
+),
+agg AS (
+    SELECT comm_key, max(comm_id) AS comm_id, max(nranks) AS nranks, max(n_nodes) AS n_nodes,
+        max(local_ranks) AS local_ranks, count(*) AS n_processes,
+        count(DISTINCT rank) AS ranks_logged,
+        bool_or(coalesce(nvls_heads, 0) > 0 OR coalesce(nvls_channels, 0) > 0) AS nvls,
+        bool_or(coalesce(collnet_channels, 0) > 0 OR list_contains(connected, 'collnet + chain'))
+            AS collnet,
+        list_sort(list_distinct(flatten(list(connected)))) AS connected
+    FROM c GROUP BY comm_key
+)
+SELECT a.comm_key, a.comm_id, a.nranks, a.n_nodes, a.local_ranks, a.n_processes,
+    a.ranks_logged, coalesce(r.ring_channels, 0) AS ring_channels, r.ring,
+    coalesce(r.rings_distinct, 0) AS rings_distinct, coalesce(r.ring_truncated, false)
+        AS ring_truncated,
+    coalesce(t.tree_channels, 0) AS tree_channels, coalesce(d.tree_roots, []) AS tree_roots,
+    d.tree_depth, t.max_children, a.nvls,
+    a.collnet OR a.comm_key IN (SELECT comm_key FROM collnet_conns) AS collnet,
+    a.connected
+FROM agg a
+LEFT JOIN rings r USING (comm_key)
+LEFT JOIN trees t USING (comm_key)
+LEFT JOIN depths d USING (comm_key)
+ORDER BY a.nranks DESC, a.comm_key;

@@ -1,0 +1,39 @@
+"""A chunk of the log as Arrow arrays: its lines, and the COLL lines split at ` opCount `, so
+that the many COLL lines never become Python objects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+COLL_MARK = " opCount "
+
+
+def line_array(data: bytes) -> tuple[pa.Array, np.ndarray]:
+    """The lines of `data` (which ends with a newline) as a large_binary array, each value
+    with its newline, and the offsets (n + 1) delimiting them in `data`."""
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.large_binary(), len(ends), buffers), offsets
+
+
+def classify_lines(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers of the COLL candidates (NCCL lines with ` opCount `) and of the other
+    lines mentioning NCCL."""
+    nccl = np.asarray(pc.match_substring(lines, "NCCL"))
+    coll = nccl & np.asarray(pc.match_substring(lines, COLL_MARK))
+    return np.flatnonzero(coll), np.flatnonzero(nccl & ~coll)
+
+
+def split_colls(
+    lines: pa.Array, rows: np.ndarray
+) -> tuple[list[bytes], np.ndarray, np.ndarray, pa.Array]:
+    """For the COLL candidate `rows`: their distinct heads (text before ` opCount `), the head
+    index of each row, the row of each head's first use, and the tails (text after it)."""
+    parts = pc.split_pattern(lines.take(pa.array(rows)), COLL_MARK, max_splits=1)
+    heads = pc.list_element(parts, 0).dictionary_encode()
+    index = np.asarray(heads.indices)
+    _, first = np.unique(index, return_index=True)
+    return heads.dictionary.to_pylist(), index, rows[first], pc.list_element(parts, 1)

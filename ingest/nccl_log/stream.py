@@ -1,0 +1,51 @@
+"""Streaming a text log, plain or gzip, in line-aligned chunks of bounded size."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from ingest.errors import IngestError
+from ingest.sources import is_gzip
+
+#: Bytes read per step.
+CHUNK = 1 << 21
+#: A "line" longer than this without a newline (binary junk) is cut into pieces of this size.
+MAX_LINE = 1 << 20
+
+
+def _raw_chunks(path: Path, max_bytes: int) -> Iterator[bytes]:
+    total = 0
+    try:
+        with gzip.open(path, "rb") if is_gzip(path) else open(path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise IngestError(path, f"content is over the limit of {max_bytes:,} bytes")
+                yield chunk
+    except EOFError as e:
+        raise IngestError(path, "truncated gzip file (the compressed stream ends early)") from e
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise IngestError(path, f"corrupt gzip data ({e})") from e
+
+
+def chunks(path: str | Path, max_bytes: int) -> Iterator[bytes]:
+    """The content in pieces of about CHUNK bytes that end at a line end (the last may not).
+    Memory stays bounded by CHUNK + MAX_LINE whatever the file size: a line longer than
+    MAX_LINE without a newline (binary junk) is cut. Raises IngestError for corrupt or
+    truncated gzip and for content over `max_bytes`."""
+    p = Path(path)
+    carry = b""
+    for chunk in _raw_chunks(p, max_bytes):
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) <= MAX_LINE:
+            carry = data
+            continue
+        cut = cut or len(data)
+        carry = data[cut:]
+        yield data[:cut] if carry else data
+    if carry:
+        yield carry

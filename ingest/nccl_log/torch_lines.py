@@ -1,0 +1,117 @@
+"""PyTorch ProcessGroupNCCL (c10d) lines: watchdog timeouts, progress, flight-recorder
+notices, crash blocks and NCCL errors (NCCL_LOG.md §13)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+C = re.compile
+
+#: c10 log headers: PyTorch >= 2.2 (`[rank3]:[E1104 10:15:42.1 File.cpp:616] `, rank tag
+#: optional), <= 2.1 (`[E File.cpp:616] `) and glog builds (`E1104 10:15:42.1 123 File.cpp:616] `).
+HEADERS = (
+    C(
+        r"(?:\[rank(?P<rank>\d+)\]:)?\[(?P<sev>[EWIF])(?P<mmdd>\d{3,4}) "
+        r"(?P<hms>\d\d:\d\d:\d\d\.\d+) (?P<file>[\w.]+):(?P<line>\d+)\] ?(?P<msg>.*)$"
+    ),
+    C(r"\[(?P<sev>[EWIF]) (?P<file>[\w.]+):(?P<line>\d+)\] ?(?P<msg>.*)$"),
+    C(
+        r"(?:^|\s)(?P<sev>[EWIF])(?P<mmdd>\d{4}) (?P<hms>\d\d:\d\d:\d\d\.\d+) +\d+ "
+        r"(?P<file>[\w.]+):(?P<line>\d+)\] ?(?P<msg>.*)$"
+    ),
+)
+PG = C(
+    r"\[(?:PG (?P<pg>\d+)(?: \((?P<desc>[^)]*)\))?|PG ID (?P<pgid>\d+) PG GUID (?P<guid>[^\s(\]]+)"
+    r"(?:\((?P<desc2>[^)]*)\))?) Rank (?P<rank>\d+)\]"
+)
+TIMEOUT = C(
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
+    r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>-?\d+), NumelOut=(?P<nout>-?\d+))?, "
+    r"Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds before timing out)?"
+)
+#: A rank's progress: last enqueued / completed SeqNum (three wordings plus the dump-signal
+#: notice), and the work it is about when the line names one.
+PROGRESS = C(
+    r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+    r"last completed (?:NCCL )?work: (?P<done>-?\d+)"
+)
+PROGRESS_AT = C(
+    r"(?:detected by watchdog at work: |watchdog at work sequence id: |Timeout at NCCL work: )"
+    r"(?P<seq>\d+)"
+)
+HEARTBEAT = C(r"watchdog got stuck for (?P<s>\d+) seconds|Heartbeat monitor timed out")
+DUMP = C(r"(?i)dump(?:ing)? (?:debug info|signal)|flight recorder|preparing to dump")
+CRASH = C(r"what\(\):|terminate called after throwing")
+NCCL_ERROR = C(
+    r"NCCL error in: (?P<where>\S+?),? (?P<what>.*?)(?:, NCCL version (?P<ver>\d+\.\d+\.\d+\S*))?$"
+)
+TEST_FAILURE = C(r"Test NCCL failure (?P<where>\S+) '(?P<what>[^']*)'")
+
+
+@dataclass
+class TorchLine:
+    """One recognised PyTorch line. `kind`: timeout | progress | heartbeat | dump | crash (a
+    row of nccl_timeouts) or error (a row of nccl_warnings) or other (an unknown c10d line)."""
+
+    kind: str
+    fields: dict = field(default_factory=dict)
+    message: str = ""
+
+
+def _int(v: str | None) -> int | None:
+    return None if v is None else int(v)
+
+
+def _identity(msg: str, header_rank: str | None) -> dict:
+    out: dict = {"rank": _int(header_rank), "rank_source": "header" if header_rank else None}
+    m = PG.search(msg)
+    if m:
+        out["pg"] = m.group("pg") or m.group("pgid")
+        out["pg_desc"] = m.group("desc") or m.group("desc2") or m.group("guid")
+        out["pg_rank"] = int(m.group("rank"))
+        if out["rank"] is None and (out["pg"] == "0" or out["pg_desc"] == "default_pg"):
+            out["rank"], out["rank_source"] = out["pg_rank"], "default_pg"
+    return out
+
+
+def classify(line: str) -> TorchLine | None:
+    """The PyTorch line `line` is, or None when it is not one (the caller checked it mentions
+    NCCL)."""
+    header = next((m for rx in HEADERS if (m := rx.search(line))), None)
+    msg = header.group("msg") if header else line
+    if header is None and not any(
+        rx.search(line) for rx in (CRASH, TEST_FAILURE, NCCL_ERROR, TIMEOUT, PROGRESS)
+    ):
+        return None
+    f = _identity(msg, header.groupdict().get("rank") if header else None)
+    if header and header.groupdict().get("mmdd"):
+        f["time_text"] = f"{header.group('mmdd')} {header.group('hms')}"
+    if CRASH.search(line):
+        return TorchLine("crash", f, msg)
+    m = TIMEOUT.search(msg)
+    if m:
+        f.update(
+            seq=int(m.group("seq")), op_type=m.group("op"), numel_in=_int(m.group("nin")),
+            numel_out=_int(m.group("nout")), timeout_ms=int(m.group("tmo")),
+            ran_ms=_int(m.group("ran")),
+        )  # fmt: skip
+        return TorchLine("timeout", f, msg)
+    m = PROGRESS.search(msg)
+    if m:
+        at = PROGRESS_AT.search(msg)
+        f.update(last_enqueued=int(m.group("enq")), last_completed=int(m.group("done")))
+        f["seq"] = int(at.group("seq")) if at else None
+        return TorchLine("progress", f, msg)
+    m = NCCL_ERROR.search(msg) or TEST_FAILURE.search(msg)
+    if m:
+        f.update(where=m.group("where"), what=m.group("what"))
+        f["version"] = m.groupdict().get("ver")
+        return TorchLine("error", f, msg)
+    m = HEARTBEAT.search(msg)
+    if m:
+        f["ran_ms"] = int(m.group("s")) * 1000 if m.group("s") else None
+        return TorchLine("heartbeat", f, msg)
+    if DUMP.search(msg):
+        return TorchLine("dump", f, msg)
+    return TorchLine("other", f, msg)
