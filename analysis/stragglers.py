@@ -1,0 +1,131 @@
+"""Stragglers: who arrives late at collectives, what it costs the others, and why.
+
+Thin wrappers over analysis/sql/stragglers.sql (definitions and flag rules there), plus the
+one-line verdict of the report.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pandas as pd
+
+NS_PER_MS = 1e6
+
+#: Report fields per rank: JSON key → straggler_ranks column (ns columns become ms).
+_RANK_KEYS = {
+    "rank": "rank",
+    "host": "host",
+    "score": "score",
+    "late_fraction": "late_fraction",
+    "wait_caused_ms": "caused_ns",
+    "n_instances": "n_instances",
+    "n_last": "n_last",
+    "lateness_ms": "lateness_ns",
+    "excess_ms": "excess_ns",
+    "wait_ms": "wait_ns",
+    "cost_share": "cost_share",
+    "compute_ms": "compute_ns",
+    "compute_ratio": "compute_ratio",
+    "compute_score": "compute_score",
+    "n_steps": "n_steps",
+    "steps_flagged": "steps_flagged",
+    "flagged": "flagged",
+    "kind": "kind",
+}
+
+
+def straggler_ranks(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
+    """Per rank over the run: late fraction, lateness, score, waits, compute, flag, kind."""
+    return con.execute("SELECT * FROM straggler_ranks(?)", [rid]).df()
+
+
+def straggler_steps(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
+    """The same figures per (step, rank)."""
+    return con.execute("SELECT * FROM straggler_steps(?)", [rid]).df()
+
+
+def _describe(r: pd.Series) -> str:
+    host = f" (host {r['host']})" if isinstance(r["host"], str) else ""
+    if r["kind"] == "compute":
+        why = (
+            f"compute straggler: {r['compute_ns'] / NS_PER_MS:.2f} ms of operator work per step,"
+            f" {r['compute_ratio']:.2f}x the median rank"
+        )
+    elif r["kind"] == "other":
+        why = (
+            "late without extra compute (operator work "
+            f"{r['compute_ratio']:.2f}x the median rank): host, input, launch or sleep delay"
+        )
+    else:
+        why = "late; no compute to compare it on (no steps, or no operator activity)"
+    return (
+        f"rank {r['rank']}{host}, {why}; arrives last in {r['n_last']}/{r['n_instances']}"
+        f" collectives ({100 * r['late_fraction']:.0f}%), median "
+        f"{r['excess_ns'] / NS_PER_MS:.3f} ms later than the median rank (score "
+        f"{r['score']:.1f}); the others waited {r['caused_ns'] / NS_PER_MS:.1f} ms for it "
+        f"({100 * r['cost_share']:.0f}% of their time)"
+    )
+
+
+def verdict(ranks: pd.DataFrame) -> str:
+    """One sentence: the flagged ranks with host and evidence, or 'none' with the spread."""
+    if ranks.empty:
+        return "not applicable: no collective synchronises two or more ranks"
+    flagged = ranks[ranks["flagged"]]
+    if not flagged.empty:
+        return "straggler: " + "; ".join(_describe(r) for _, r in flagged.iterrows())
+    top = ranks.loc[ranks["excess_ns"].idxmax()]
+    lo, hi = ranks["lateness_ns"].min(), ranks["lateness_ns"].max()
+    return (
+        f"none: median lateness spans {lo / NS_PER_MS:.3f} to {hi / NS_PER_MS:.3f} ms across "
+        f"{len(ranks)} ranks; latest rank {top['rank']} (score {_fmt(top['score'])}, last in "
+        f"{top['n_last']}/{top['n_instances']}, {100 * _num(top['cost_share']):.1f}% cost)"
+    )
+
+
+def _num(v: float | None) -> float:
+    return 0.0 if v is None or pd.isna(v) else float(v)
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None or pd.isna(v) else f"{v:.1f}"
+
+
+def _rank_records(df: pd.DataFrame) -> list[dict]:
+    out = []
+    for rec in json.loads(df.to_json(orient="records", double_precision=15)):
+        row = {}
+        for key, col in _RANK_KEYS.items():
+            v = rec.get(col)
+            row[key] = v / NS_PER_MS if key.endswith("_ms") and v is not None else v
+        out.append(row)
+    return out
+
+
+def _step_records(df: pd.DataFrame) -> list[dict]:
+    out = []
+    for step, g in df.groupby("step", dropna=False, sort=True):
+        top = g.loc[g["caused_ns"].idxmax()]
+        out.append(
+            {
+                "step": None if pd.isna(step) else int(step),
+                "flagged": sorted(int(r) for r in g.loc[g["flagged"], "rank"]),
+                "top_rank": int(top["rank"]),
+                "top_wait_caused_ms": float(top["caused_ns"]) / NS_PER_MS,
+                "top_late_fraction": float(top["late_fraction"]),
+            }
+        )
+    return out
+
+
+def stragglers_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """The report's `stragglers` key: flagged ranks, verdict, per-rank figures, per-step flags."""
+    ranks = straggler_ranks(con, rid)
+    return {
+        "flagged": sorted(int(r) for r in ranks.loc[ranks["flagged"], "rank"]),
+        "verdict": verdict(ranks),
+        "ranks": _rank_records(ranks),
+        "steps": _step_records(straggler_steps(con, rid)),
+    }

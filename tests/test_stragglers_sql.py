@@ -1,0 +1,166 @@
+"""Table-driven tests of stragglers.sql (flag and kind rules, per-step levels) and
+operator_compute.sql on tiny inline tables."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from conftest import memory_store
+
+US = 1_000
+
+
+@pytest.fixture(scope="module")
+def store() -> duckdb.DuckDBPyConnection:
+    return memory_store()
+
+
+@pytest.fixture
+def con(store) -> duckdb.DuckDBPyConnection:
+    for table in ("collectives", "ranks", "steps", "activities"):
+        store.execute(f"DELETE FROM {table}")
+    return store
+
+
+def scores(con, rows):
+    """_straggler_scores over (rank, lateness µs, caused ns, window ns, compute µs) of one scope."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE t (level VARCHAR, step BIGINT, rank INT, lateness_ns DOUBLE,"
+        " caused_ns BIGINT, window_ns BIGINT, compute_ns DOUBLE)"
+    )
+    con.executemany(
+        "INSERT INTO t VALUES ('run', NULL, ?, ?, ?, ?, ?)",
+        [
+            (r, late * US, caused, window, None if c is None else c * US)
+            for r, late, caused, window, c in rows
+        ],
+    )
+    out = con.execute("SELECT rank, flagged, kind FROM _straggler_scores(t) ORDER BY rank")
+    return {r: (f, k) for r, f, k in out.fetchall()}
+
+
+W = 1_000_000  # window ns; caused 300_000 with 5 ranks = 6 % cost share
+# (case, rows (rank, lateness µs, caused ns, window ns, compute µs), flagged {rank: kind})
+SCORE_CASES = [
+    ("outlier, compute",
+     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 300_000, W, 900)],
+     {4: "compute"}),
+    ("outlier, normal compute: other",
+     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 300_000, W, 100)],
+     {4: "other"}),
+    ("compute outlier too small to explain the lateness",
+     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 300_000, W, 150)],
+     {4: "other"}),
+    ("below the 10 µs floor",
+     [(0, 0, 0, W, 100), (1, 0.1, 0, W, 100), (2, -0.1, 0, W, 100), (3, 0.2, 0, W, 100), (4, 9, 300_000, W, 100)],
+     {}),
+    ("cost under 5 %",
+     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 200_000, W, 100)],
+     {}),
+    ("MAD 0: any excess above the floor",
+     [(0, 0, 0, W, 100), (1, 0, 0, W, 100), (2, 0, 0, W, 100), (3, 0, 0, W, 100), (4, 20, 300_000, W, 100)],
+     {4: "other"}),
+    ("two ranks: the later one",
+     [(0, -30, 0, W, 100), (1, 30, 200_000, W, 100)],
+     {1: "other"}),
+    ("no compute measured: unknown",
+     [(0, 0, 0, W, None), (1, 1, 0, W, None), (2, -1, 0, W, None), (3, 2, 0, W, None), (4, 500, 300_000, W, None)],
+     {4: "unknown"}),
+    ("spread, no outlier",
+     [(0, -200, 100_000, W, 100), (1, -100, 100_000, W, 100), (2, 0, 100_000, W, 100), (3, 100, 100_000, W, 100), (4, 200, 100_000, W, 100)],
+     {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,rows,expected", SCORE_CASES, ids=[c[0] for c in SCORE_CASES])
+def test_flag_and_kind_rules(con, case, rows, expected):
+    got = scores(con, rows)
+    assert {r: k for r, (f, k) in got.items() if f} == expected
+    assert all(k is None for r, (f, k) in got.items() if not f)
+
+
+def test_scopes_are_scored_apart(con):
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE t AS SELECT * FROM (VALUES"
+        " ('step', 1, 0, 0.0, 0, 1000000, 1.0), ('step', 1, 1, 0.0, 0, 1000000, 1.0),"
+        " ('step', 1, 2, 90000.0, 200000, 1000000, 1.0),"
+        " ('step', 2, 0, 90000.0, 200000, 1000000, 1.0), ('step', 2, 1, 0.0, 0, 1000000, 1.0),"
+        " ('step', 2, 2, 0.0, 0, 1000000, 1.0))"
+        " t(level, step, rank, lateness_ns, caused_ns, window_ns, compute_ns)"
+    )
+    got = con.execute(
+        "SELECT step, rank FROM _straggler_scores(t) WHERE flagged ORDER BY step"
+    ).fetchall()
+    assert got == [(1, 2), (2, 0)]
+
+
+def call(rank, ts, dur, seq):
+    return (rank, ts, dur, ts, "allreduce", "0", 3, seq, "Seq", "float", 4, 4, 16, 16)
+
+
+def test_levels_per_step_and_run(con):
+    """3 ranks, 2 steps of 2 all-reduces each; rank 2 arrives 100 µs late every time."""
+    rows, steps = [], []
+    for r in range(3):
+        for s in range(2):
+            steps.append((r, s, s * 1_000_000, 1_000_000))
+            for j in range(2):
+                t = s * 1_000_000 + (j + 1) * 300_000
+                late = 100_000 if r == 2 else r * 1_000
+                rows.append(call(r, t + late, 150_000 - late, 2 * s + j))
+    con.executemany(
+        "INSERT INTO collectives (run_id, file_id, rank, ts, dur, launch_ts, op, pg_name,"
+        " group_size, seq, seq_source, dtype, in_nelems, out_nelems, in_bytes, out_bytes)"
+        " VALUES (1, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    con.executemany("INSERT INTO steps VALUES (1, 0, ?, ?, ?, ?)", steps)
+    con.executemany("INSERT INTO ranks (run_id, rank, host) VALUES (1, ?, 'h')", [(r,) for r in range(3)])  # fmt: skip
+    run = {
+        r["rank"]: r
+        for r in con.execute("SELECT * FROM straggler_ranks(1)").df().to_dict("records")
+    }
+    assert [run[r]["flagged"] for r in range(3)] == [False, False, True]
+    assert (run[2]["n_last"], run[2]["n_instances"], run[2]["late_fraction"]) == (4, 4, 1.0)
+    assert (run[2]["n_steps"], run[2]["steps_flagged"]) == (2, 2)
+    assert run[2]["lateness_ns"] == 99_000
+    assert run[2]["kind"] == "unknown" and run[2]["compute_ns"] == 0  # no activities
+    # each instance: arrivals 0, 1, 100 µs; the first µs is shared by ranks 1 and 2 (500 ns
+    # each), the next 99 µs keep two ranks waiting on rank 2 alone
+    assert [run[r]["caused_ns"] for r in range(3)] == [0, 4 * 500, 4 * 198_500]
+    assert [run[r]["wait_ns"] for r in range(3)] == [4 * 100_000, 4 * 99_000, 0]
+    assert run[2]["window_ns"] == 2_000_000
+    assert run[2]["cost_share"] == pytest.approx(4 * 198_500 / (3 * 2_000_000))
+    per_step = con.execute("SELECT step, rank, caused_ns FROM straggler_steps(1) WHERE flagged")
+    assert per_step.fetchall() == [(0, 2, 397_000), (1, 2, 397_000)]
+
+
+def test_single_rank_is_not_applicable(con):
+    con.execute(
+        "INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, group_size)"
+        " VALUES (1, 0, 0, 0, 10, 'allreduce', 8)"
+    )
+    assert con.execute("SELECT count(*) FROM straggler_ranks(1)").fetchone() == (0,)
+
+
+def test_operator_compute_skips_wrapper_time(con):
+    """A 100 µs autograd wrapper holding a 20 µs matmul and a 10 µs add (the rest is a sleep in
+    a hook): operator time 30 µs; a GPU kernel counts whole; overlaps count once."""
+    acts = [
+        (0, 0, 100, "compute", "cpu_op", "autograd::engine::evaluate_function: ReluBackward0"),
+        (0, 10, 20, "compute", "cpu_op", "aten::mm"),
+        (0, 12, 5, "compute", "cpu_op", "aten::resolve_conj"),
+        (0, 50, 10, "compute", "cpu_op", "aten::add"),
+        (0, 200, 40, "compute", "kernel", "sm90_gemm"),
+        (0, 220, 40, "compute", "kernel", "elementwise"),
+        (0, 300, 50, "comm", "kernel", "ncclDevKernel_AllReduce"),
+        (1, 0, 100, "compute", "cpu_op", "aten::mm"),
+    ]
+    con.executemany(
+        "INSERT INTO activities (run_id, file_id, rank, ts, dur, kind, cat, name, launch_ts)"
+        " VALUES (1, 0, ?, ?, ?, ?, ?, ?, 0)",
+        [(r, t * US, d * US, k, c, n) for r, t, d, k, c, n in acts],
+    )
+    con.executemany("INSERT INTO steps VALUES (1, 0, ?, 7, 0, 1000)", [(0,), (1,)])
+    got = con.execute("SELECT rank, step, compute_ns FROM operator_compute(1) ORDER BY rank")
+    assert got.fetchall() == [(0, 7, 90 * US), (1, 7, 100 * US)]
