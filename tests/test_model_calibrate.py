@@ -1,0 +1,194 @@
+"""Calibration on a run: pure functions over matched collectives, and the report's `model`
+section on a synthetic run whose α and bus bandwidth are planted (tests/synthetic_traces.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import synthetic_traces as syn
+from conftest import memory_store
+
+from analysis.model.calibrate import calibrated_scenario, fit_ops, per_step, usable
+from analysis.model.hardware import NVLINK4, nvlink_of
+from analysis.model.scenario import comm_time
+from analysis.model.section import (
+    NOT_CALIBRATED,
+    TOO_FEW,
+    model_section,
+    run_scenario,
+    topology_facts,
+)
+from analysis.report import SECTIONS
+
+ALPHA_US, BUSBW_GBPS = 10.0, 100.0
+
+
+def rows(*instances):
+    """collective_instances-like rows: (op, n, bytes, transfer_ns, step[, size_mismatch])."""
+    cols = ["op", "group_size", "bytes", "transfer_ns", "step", "size_mismatch"]
+    df = pd.DataFrame([(*r, False)[:6] for r in instances], columns=cols)
+    return df.assign(n_ranks=df["group_size"])
+
+
+def test_usable_rows():
+    df = rows(
+        ("allreduce", 8, 1e6, 1000, 1),
+        ("allreduce", 8, None, 1000, 1),  # size unknown
+        ("allreduce", 8, 1e6, 0, 1),  # no transfer time
+        ("barrier", 8, 0, 1000, 1),  # not fitted
+        ("allreduce", 1, 1e6, 1000, 1),  # one rank
+        ("allreduce", 8, 1e6, 1000, 1, True),  # ranks disagree on the size
+    )
+    u = usable(df)
+    assert len(u) == 1 and u["time_s"].iloc[0] == pytest.approx(1e-6)
+
+
+def test_per_step_counts_allreduce_equivalents():
+    df = rows(
+        ("allreduce", 4, 100.0, 10, 1),
+        ("allreduce", 4, 300.0, 30, 1),
+        ("allgather", 4, 200.0, 10, 1),
+        ("reduce_scatter", 4, 200.0, 10, 1),
+        ("allreduce", 4, 400.0, 40, 2),
+        ("allreduce", 4, 999.0, 99, None),  # before the first step: dropped
+    )
+    p = per_step(df)
+    assert p["scope"] == "steps" and p["n_steps"] == 2
+    assert p["bytes_per_step"] == {"allreduce": 400.0, "allgather": 200.0, "reduce_scatter": 200.0}
+    # step 1: 400 + ½·200 + ½·200 = 600 B in 3 equivalents; step 2: 400 B in 1 → medians
+    assert p["allreduce_equivalent_bytes"] == 500.0
+    assert p["allreduce_equivalent_count"] == 2.0
+    assert p["transfer_s"] == pytest.approx(((10 + 30 + 10 + 10) + 40) / 2 * 1e-9)
+    assert per_step(df.assign(step=None))["scope"] == "whole trace"
+
+
+def test_calibrated_scenario_reproduces_the_fit():
+    sizes = [2.0**k for k in range(10, 27)] * 2
+    # t = 14·α + 1.75·S/B with α = 5 µs per hop, B = 40 GB/s
+    df = rows(*(("allreduce", 8, s, 14 * 5e3 + 1.75 * s / 40, 1) for s in sizes))
+    link = fit_ops(df, bootstrap=0)[0]
+    assert link.alpha_s == pytest.approx(5e-6) and link.bandwidth_Bps == pytest.approx(40e9)
+    s = calibrated_scenario(link, per_step(df), compute_s=0.01, eta=0.5)
+    assert s.topology.n_gpus == 8 and s.eta == 0.5
+    expected = len(sizes) * 14 * 5e-6 + 1.75 * sum(sizes) / 40e9
+    assert comm_time(s) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def synthetic_store():
+    """A store holding one synthetic run: 2 hosts × 4 ranks, 3 ops, 2 KB … 64 MB messages,
+    α = 10 µs per collective, busbw 100 GB/s."""
+    old = syn.NELEMS
+    syn.NELEMS = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 22, 1 << 25)
+    try:
+        sim = syn.simulate(
+            syn.Scenario(steps=4, collectives_per_step=18, alpha_us=ALPHA_US, busbw_GBps=BUSBW_GBPS)
+        )
+    finally:
+        syn.NELEMS = old
+    con = memory_store()
+    con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'syn'), (2, 'empty')")
+    for name, table in syn.store_tables(sim).items():
+        con.register("t", table)
+        con.execute(f"INSERT INTO {name} BY NAME SELECT 1 AS run_id, 0 AS file_id, * FROM t")
+        con.unregister("t")
+    con.execute("INSERT INTO ranks (run_id, rank, host) VALUES (2, 0, 'a'), (2, 1, 'b')")
+    return con
+
+
+@pytest.fixture(scope="module")
+def section(synthetic_store):
+    """The synthetic run's model section."""
+    return model_section(synthetic_store, 1)
+
+
+def test_section_recovers_planted_alpha_and_busbw(section):
+    m = section
+    assert m["status"] == "calibrated"
+    assert {f["op"] for f in m["fit"]["per_op"]} == {"allreduce", "allgather", "reduce_scatter"}
+    for f in m["fit"]["per_op"]:
+        assert f["n_ranks"] == 8 and f["alpha_identifiable"]
+        # end jitter of 0–500 ns per rank adds ~250 ns to every transfer
+        assert f["latency_us"] == pytest.approx(ALPHA_US, abs=0.5)
+        assert f["beta_GBps"] == pytest.approx(BUSBW_GBPS, rel=0.01)
+        assert f["achieved_busbw_GBps"] < BUSBW_GBPS
+    assert m["fit"]["alpha_us"] == pytest.approx(m["fit"]["latency_us"] / 14)  # all-reduce
+
+
+def test_section_measures_the_run(section):
+    m = section
+    measured, predicted = m["measured"], m["predicted"]
+    assert (measured["n_ranks"], measured["n_nodes"], measured["gpus_per_node"]) == (8, 2, 4)
+    assert measured["scope"] == "steps"
+    for key in ("step_ms", "tau_comp_ms", "tau_comm_ms", "eta", "verdict", "busbw_GBps"):
+        assert measured[key] is not None
+    # the fitted ring predicts the step's transfer time
+    assert predicted["tau_comm_ms"] == pytest.approx(measured["transfer_ms"], rel=0.05)
+    assert predicted["bytes_per_step"] == measured["bytes_per_step"]
+    assert predicted["verdict"] in ("compute-bound", "communication wall")
+
+
+def test_run_scenario_for_what_ifs(synthetic_store, section):
+    s = run_scenario(synthetic_store, 1)
+    m = section
+    assert s.compute_s * 1e3 == pytest.approx(m["measured"]["tau_comp_ms"])
+    assert comm_time(s) * 1e3 == pytest.approx(m["predicted"]["tau_comm_ms"], rel=1e-9)
+    assert run_scenario(synthetic_store, 2) is None
+
+
+def test_not_calibrated_without_collectives(synthetic_store):
+    m = model_section(synthetic_store, 2)
+    assert m["status"] == NOT_CALIBRATED and m["predicted"] is None and m["fit"] is None
+    assert m["measured"]["n_nodes"] == 2
+
+
+def test_not_calibrated_without_the_matching_macro():
+    con = memory_store()
+    con.execute("DROP MACRO TABLE collective_instances")
+    con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'r')")
+    assert model_section(con, 1)["status"] == NOT_CALIBRATED
+
+
+def test_too_few_instances():
+    con = memory_store()
+    con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'r')")
+    con.execute(
+        "INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, pg_name, group_size,"
+        " in_nelems, out_nelems, in_bytes, out_bytes, dtype) VALUES"
+        " (1, 0, 0, 1000, 500, 'allreduce', '0', 2, 8, 8, 32, 32, 'float'),"
+        " (1, 0, 1, 1100, 400, 'allreduce', '0', 2, 8, 8, 32, 32, 'float')"
+    )
+    assert model_section(con, 1)["status"] == TOO_FEW
+
+
+def test_report_has_the_model_section(section):
+    assert SECTIONS["model"] is model_section
+    assert set(section) == {"status", "predicted", "measured", "fit"}
+    assert set(section["fit"]) >= {"alpha_us", "beta_GBps"}
+
+
+def test_peak_link_is_known_only_for_sxm_hopper():
+    assert nvlink_of("NVIDIA H100 80GB HBM3") is NVLINK4
+    assert NVLINK4.line_Bps == 450e9
+    for name in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "Tesla V100-SXM2-32GB", None):
+        assert nvlink_of(name) is None
+
+
+def test_topology_from_nccl_log_when_not_every_rank_was_traced():
+    con = memory_store()
+    con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'r')")
+    con.execute(
+        "INSERT INTO ranks (run_id, rank, host, world_size) VALUES (1, 0, 'a', 16), (1, 1, 'a', 16)"
+    )
+    facts = topology_facts(con, 1)
+    assert (facts["n_ranks"], facts["n_nodes"], facts["topology_source"]) == (16, None, None)
+    con.execute(
+        "INSERT INTO nccl_communicators (run_id, file_id, proc, comm, nranks, n_nodes, local_ranks)"
+        " VALUES (1, 0, 0, '0xa', 16, 2, 8)"
+    )
+    facts = topology_facts(con, 1)
+    assert (facts["n_nodes"], facts["gpus_per_node"], facts["topology_source"]) == (
+        2,
+        8,
+        "NCCL log",
+    )
