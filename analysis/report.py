@@ -13,8 +13,13 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from analysis.checklist import checklist_section
+from analysis.collectives import collectives_section
 from analysis.db import run_id
+from analysis.model.section import model_section
+from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
+from analysis.stragglers import stragglers_section
 
 NS_PER_MS = 1e6
 
@@ -124,6 +129,11 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
     "summary": summary_section,
     "ranks": ranks_section,
     "steps": steps_section,
+    "checklist": checklist_section,
+    "stragglers": stragglers_section,
+    "collectives": collectives_section,
+    "nccl": nccl_section,
+    "model": model_section,
 }
 
 

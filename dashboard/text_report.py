@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from dashboard.nccl_text import render_nccl
+
 Table = Callable[[pd.DataFrame], str]
 
 
@@ -40,11 +42,36 @@ def _generic(value: Any, table: Table) -> str:
     return json.dumps(value, indent=2, default=str)
 
 
+def _stragglers(s: dict, table: Table) -> str:
+    cols = ("rank", "host", "score", "late_fraction", "wait_caused_ms", "excess_ms", "compute_ms")
+    rows = [{c: r[c] for c in (*cols, "flagged", "kind")} for r in s["ranks"]]
+    return s["verdict"] + ("\n" + table(pd.DataFrame(rows)) if rows else "")
+
+
+def _collectives(c: dict, table: Table) -> str:
+    cols = ("op", "count", "bytes_median", "transfer_ms_median", "algbw_GBps_median")
+    cols += ("busbw_GBps_median", "skew_start_ms_median", "skew_end_ms_median", "wait_ms_total")
+    m, k = c["matching"], c["clock"]
+    return "\n".join(
+        [
+            table(pd.DataFrame([{x: o[x] for x in cols} for o in c["ops"]])),
+            f"matched {m['instances']} instances {m['by_key']}; incomplete {m['incomplete']},"
+            f" size mismatch {m['size_mismatch']}, op mismatch {m['op_mismatch']}",
+            f"clocks: {k['n_domains']} domain(s), largest offset {_f(k['max_abs_offset_ms'])} ms,"
+            f" median end skew {_f(k['skew_end_ms_median'])} ms, {k['n_violations']} of"
+            f" {k['n_checked']} instances end before their last arrival",
+        ]
+    )
+
+
 #: Renderers per report key; keys without one are printed generically.
 RENDERERS: dict[str, Callable[[Any, Table], str]] = {
     "summary": _summary,
     "ranks": _records,
     "steps": _records,
+    "stragglers": _stragglers,
+    "collectives": _collectives,
+    "nccl": render_nccl,
 }
 
 TITLES = {
@@ -52,6 +79,9 @@ TITLES = {
     "summary": "Summary",
     "ranks": "Per rank (whole trace)",
     "steps": "Per rank and step",
+    "stragglers": "Stragglers",
+    "collectives": "Collectives across ranks",
+    "nccl": "NCCL logs",
 }
 
 

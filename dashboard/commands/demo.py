@@ -1,4 +1,5 @@
-"""`commwall demo`: ingest the bundled sample_traces/ into a local store and report on them."""
+"""`commwall demo`: ingest the bundled sample_traces/ into a local store, report on them, and
+serve the dashboard on that store (`--no-serve`: only print)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from analysis import db
 from analysis.report import build_report
 from dashboard.commands._output import error, fmt_table
+from dashboard.commands.serve import add_serve_options, serve
 from dashboard.text_report import render_text
 from ingest import discover, store
 
@@ -24,11 +26,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         "demo",
-        help="ingest the bundled sample traces and report on them",
-        description="Ingest every set in sample_traces/ as its own run of a local store, then "
-        "print the report of each.",
+        help="ingest the bundled sample traces, report on them and serve the dashboard",
+        description="Ingest every set in sample_traces/ as its own run of a local store, "
+        "print the report of each, then serve the dashboard on that store.",
     )
     p.add_argument("--db", default="commwall-demo.duckdb", help="store file (default: %(default)s)")
+    p.add_argument("--no-serve", action="store_true", help="only ingest and print the reports")
+    add_serve_options(p)
     p.set_defaults(func=run)
 
 
@@ -49,7 +53,7 @@ def ingest_samples(db_path: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Ingest and print every sample run's report."""
+    """Ingest and print every sample run's report, then serve the dashboard (unless --no-serve)."""
     try:
         names = ingest_samples(args.db)
     except FileNotFoundError as e:
@@ -58,5 +62,8 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         print(render_text(build_report(con, name), fmt_table))
         print()
+    con.close()
     print(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
-    return 0
+    if args.no_serve:
+        return 0
+    return serve(args.db, args.host, args.port, args.upload_dir)

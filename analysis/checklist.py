@@ -1,0 +1,357 @@
+"""The maintenance checklist, evaluated against a run's report.
+
+`evaluate(report)` is a pure function of the report dict: every item is marked `attention`,
+`ok` or `not_observable` (not observable from these files), with the evidence in words, the
+dashboard page that shows it, and what to check or upload next. Sections a run lacks (no NCCL
+log, no straggler analysis) make the items that need them `not_observable`, never an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from analysis.verdict import EXPOSED_SHARE_LIMIT
+
+ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
+#: Measured bus bandwidth below this fraction of the link's peak deserves attention.
+BUSBW_FRACTION_LIMIT = 0.5
+NCCL_LOG_HINT = "Upload the run's NCCL_DEBUG=INFO logs (one per process) with the traces."
+
+Item = dict[str, Any]
+
+
+def _item(key: str, title: str, page: str, status: str, evidence: str, action: str = "") -> Item:
+    return {
+        "key": key,
+        "title": title,
+        "status": status,
+        "evidence": evidence,
+        "page": page,
+        "action": action,
+    }
+
+
+def _nccl(report: dict) -> dict | None:
+    """The nccl section when the run has NCCL logs, else None."""
+    n = report.get("nccl")
+    return n if isinstance(n, dict) and n.get("present") else None
+
+
+def _where(ev: dict | None) -> str:
+    """' (file:line: text)' for an evidence dict of the nccl section."""
+    if not ev or not ev.get("text"):
+        return ""
+    place = f"{Path(ev['file']).name}:{ev.get('line')}: " if ev.get("file") else ""
+    return f" ({place}{ev['text']})"
+
+
+def nic_firmware(report: dict) -> Item:
+    """NIC firmware / NCCL compatibility: firmware is never in traces or NCCL logs."""
+    n = _nccl(report) or {}
+    seen = []
+    if n.get("versions"):
+        seen.append(f"NCCL {', '.join(n['versions'])}")
+    if n.get("nics"):
+        seen.append(f"NICs {', '.join(sorted({str(x.get('device')) for x in n['nics']}))}")
+    return _item(
+        "nic_firmware",
+        "Audit NIC firmware / NCCL compatibility",
+        "nccl",
+        NOT_OBSERVABLE,
+        ("; ".join(seen) + " in the logs; " if seen else "")
+        + "NIC firmware versions are not recorded in traces or NCCL logs.",
+        "Compare `ibv_devinfo` / `mlxfwmanager --query` firmware with the NCCL and driver "
+        "release notes on every node.",
+    )
+
+
+def stragglers(report: dict) -> Item:
+    """Straggler nodes (often thermal throttling): from the straggler analysis."""
+    title, page = "Straggler nodes (thermal throttling)", "stragglers"
+    s = report.get("stragglers")
+    if not isinstance(s, dict) or not s.get("ranks"):
+        return _item(
+            "stragglers",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "No straggler analysis: it needs collectives matched across at least two ranks.",
+            "Upload one Kineto trace or Nsight export per rank.",
+        )
+    flagged = list(s.get("flagged") or [])
+    if not flagged:
+        return _item("stragglers", title, page, OK, s.get("verdict") or "No rank was flagged.")
+    hosts = {r.get("rank"): r.get("host") for r in s["ranks"] if isinstance(r, dict)}
+    who = ", ".join(f"rank {r}" + (f" ({hosts[r]})" if hosts.get(r) else "") for r in flagged)
+    return _item(
+        "stragglers",
+        title,
+        page,
+        ATTENTION,
+        f"Flagged: {who}. {s.get('verdict') or ''}".strip(),
+        "On those hosts check GPU clocks and temperature (`nvidia-smi -q -d "
+        "PERFORMANCE,TEMPERATURE`: thermal or power slowdown) and compare with a healthy node.",
+    )
+
+
+def mtu(report: dict) -> Item:
+    """MTU 9000 jumbo frames: the MTU is not in traces or NCCL logs."""
+    return _item(
+        "mtu",
+        "MTU 9000 jumbo frames on the fabric",
+        "nccl",
+        NOT_OBSERVABLE,
+        "Neither traces nor NCCL logs record the interface MTU.",
+        "Check `ip link show` (mtu 9000) on every host and switch port; for InfiniBand/RoCE "
+        "`ibv_devinfo` active_mtu 4096.",
+    )
+
+
+def fat_tree(report: dict) -> Item:
+    """Non-blocking fat-tree: needs pairwise bandwidth tests, not a training trace."""
+    return _item(
+        "fat_tree",
+        "Non-blocking fat-tree verified by pairwise bandwidth tests (nccl-tests)",
+        "collectives",
+        NOT_OBSERVABLE,
+        "A training run exercises only its own communication pattern; it cannot prove the "
+        "fabric is non-blocking.",
+        "Run nccl-tests (`all_reduce_perf -b 8 -e 8G -f 2`) between every pair of nodes and "
+        "compare busbw with the link peak.",
+    )
+
+
+def log_rotation(report: dict) -> Item:
+    """Log rotation during profiling: not in the files."""
+    return _item(
+        "log_rotation",
+        "Rotate logs during profiling",
+        "upload",
+        NOT_OBSERVABLE,
+        "Disk usage and log rotation are not recorded in traces or NCCL logs.",
+        "Send profiler and NCCL_DEBUG output to rotated files with enough free disk.",
+    )
+
+
+def hbm_errors(report: dict) -> Item:
+    """HBM error rates: ECC counters are not in traces."""
+    return _item(
+        "hbm_errors",
+        "HBM error rates",
+        "ranks",
+        NOT_OBSERVABLE,
+        "ECC / row-remapping counters are not recorded in traces or NCCL logs.",
+        "Check `nvidia-smi -q -d ECC,ROW_REMAPPER` or DCGM health on every node.",
+    )
+
+
+def socket_transport(report: dict) -> Item:
+    """TCP sockets where RDMA was expected: NCCL's TCP fallback analysis."""
+    title, page = "TCP socket where RDMA was expected", "nccl"
+    n = _nccl(report)
+    if n is None:
+        return _item(
+            "socket_transport", title, page, NOT_OBSERVABLE, "No NCCL logs.", NCCL_LOG_HINT
+        )
+    tcp = n.get("tcp_fallback") or {}
+    nets = ", ".join(sorted({str(x.get("network")) for x in n.get("networks") or []}))
+    if tcp.get("detected"):
+        return _item(
+            "socket_transport",
+            title,
+            page,
+            ATTENTION,
+            f"{tcp.get('explanation') or 'TCP sockets carried inter-node traffic'}"
+            f"{_where(tcp.get('evidence'))}.",
+            "Check that the IB/RoCE devices are visible (`ibv_devices`, also inside the "
+            "container), NCCL_IB_DISABLE and NCCL_NET are unset, and NCCL_IB_HCA names the NICs.",
+        )
+    if not nets:
+        return _item(
+            "socket_transport",
+            title,
+            page,
+            OK,
+            "NCCL chose no inter-node network (a single-node job).",
+        )
+    return _item("socket_transport", title, page, OK, f"Network NCCL used: {nets}.")
+
+
+def gdr(report: dict) -> Item:
+    """GPUDirect RDMA off: from the NCCL log's GDR evidence."""
+    title, page = "GPUDirect RDMA (GDR) off", "nccl"
+    n = _nccl(report)
+    if n is None:
+        return _item("gdr", title, page, NOT_OBSERVABLE, "No NCCL logs.", NCCL_LOG_HINT)
+    if n.get("gdr") is None:
+        return _item(
+            "gdr",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "The NCCL logs say nothing about GPU Direct RDMA (no RDMA network connections).",
+            "Log with NCCL_DEBUG_SUBSYS=INIT,NET to see the /GDRDMA connection flags.",
+        )
+    where = _where(n.get("gdr_evidence"))
+    if not n["gdr"]:
+        return _item(
+            "gdr",
+            title,
+            page,
+            ATTENTION,
+            f"GPU Direct RDMA is off: network traffic is staged through host memory{where}.",
+            "Load nvidia-peermem (or use dma-buf), check NCCL_NET_GDR_LEVEL and the PCIe "
+            "topology (`nvidia-smi topo -m`).",
+        )
+    return _item("gdr", title, page, OK, f"GPU Direct RDMA is in use{where}.")
+
+
+def nccl_versions(report: dict) -> Item:
+    """NCCL version mismatch across processes."""
+    title, page = "NCCL version mismatch", "nccl"
+    n = _nccl(report)
+    versions = (n or {}).get("versions") or []
+    if not versions:
+        return _item(
+            "nccl_versions", title, page, NOT_OBSERVABLE, "No NCCL version lines.", NCCL_LOG_HINT
+        )
+    if n.get("version_mismatch") or len(versions) > 1:
+        return _item(
+            "nccl_versions",
+            title,
+            page,
+            ATTENTION,
+            f"Different NCCL versions in one job: {', '.join(versions)}.",
+            "Use one container image / NCCL build on every node.",
+        )
+    return _item("nccl_versions", title, page, OK, f"Every process logged NCCL {versions[0]}.")
+
+
+def busbw(report: dict, link_peak_gbps: float | None = None) -> Item:
+    """Bus bandwidth far below the link's peak: from the collectives section."""
+    title, page = "Bus bandwidth far below the link peak", "collectives"
+    section = report.get("collectives")
+    ops = section.get("ops") if isinstance(section, dict) else None
+    measured = [
+        (o["op"], o["busbw_GBps_median"])
+        for o in ops or []
+        if isinstance(o, dict) and o.get("busbw_GBps_median")
+    ]
+    if not measured:
+        return _item(
+            "busbw",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "No bus bandwidth measured (needs collectives matched across ranks, with sizes).",
+            "Upload one trace per rank of the same steps.",
+        )
+    op, best = max(measured, key=lambda m: m[1])
+    seen = f"best median busbw {best:.1f} GB/s ({op})"
+    if not link_peak_gbps:
+        return _item(
+            "busbw",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            f"Measured {seen}, but the link's peak is not known.",
+            "Set the link's peak bandwidth on the Collectives page.",
+        )
+    frac = best / link_peak_gbps
+    evidence = f"Measured {seen} = {100 * frac:.0f}% of the {link_peak_gbps:g} GB/s peak."
+    if frac >= BUSBW_FRACTION_LIMIT:
+        return _item("busbw", title, page, OK, evidence)
+    return _item(
+        "busbw",
+        title,
+        page,
+        ATTENTION,
+        evidence,
+        "Small messages never reach the peak: check the sizes; otherwise run nccl-tests on the "
+        "same nodes and compare transports and GDR on the NCCL page.",
+    )
+
+
+def exposed_comm(report: dict) -> Item:
+    """Exposed communication above a threshold share of the step."""
+    title, page = "Exposed communication above the target", "overview"
+    share = (report.get("summary") or {}).get("exposed_comm_share")
+    if share is None:
+        return _item(
+            "exposed_comm",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "No communication activity on the ranks' timelines.",
+            "Upload GPU traces with NCCL kernels (Kineto or Nsight).",
+        )
+    words = (
+        f"Exposed communication is {100 * share:.1f}% of step time "
+        f"(target {100 * EXPOSED_SHARE_LIMIT:.0f}%)."
+    )
+    if share <= EXPOSED_SHARE_LIMIT:
+        return _item("exposed_comm", title, page, OK, words)
+    return _item(
+        "exposed_comm",
+        title,
+        page,
+        ATTENTION,
+        words,
+        "See the Model page: more overlap, gradient accumulation or fewer bytes.",
+    )
+
+
+def nccl_warnings(report: dict) -> Item:
+    """NCCL warnings, errors or timeouts in the logs."""
+    title, page = "NCCL warnings or timeouts", "nccl"
+    n = _nccl(report)
+    if n is None:
+        return _item("nccl_warnings", title, page, NOT_OBSERVABLE, "No NCCL logs.", NCCL_LOG_HINT)
+    counts = {k: (n.get(k) or {}).get("count", 0) for k in ("warnings", "errors", "timeouts")}
+    if not any(counts.values()):
+        return _item("nccl_warnings", title, page, OK, "No NCCL warnings, errors or timeouts.")
+    first = next((n[k]["first"] for k in ("timeouts", "errors", "warnings") if counts[k]), None)
+    return _item(
+        "nccl_warnings",
+        title,
+        page,
+        ATTENTION,
+        f"{counts['warnings']} warning(s), {counts['errors']} error(s) and "
+        f"{counts['timeouts']} timeout(s) in the NCCL logs{_where(first)}.",
+        "Read them on the NCCL page; timeouts usually point at a hung or dead rank.",
+    )
+
+
+#: The checklist in display order: the maintenance items, then those the data decides.
+ITEMS: list[Callable[..., Item]] = [
+    nic_firmware,
+    stragglers,
+    mtu,
+    fat_tree,
+    log_rotation,
+    hbm_errors,
+    socket_transport,
+    gdr,
+    nccl_versions,
+    busbw,
+    exposed_comm,
+    nccl_warnings,
+]
+
+
+def evaluate(report: dict, link_peak_gbps: float | None = None) -> list[Item]:
+    """Every checklist item for `report`; `link_peak_gbps` enables the bus-bandwidth check."""
+    return [busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS]
+
+
+def checklist_section(con: duckdb.DuckDBPyConnection, rid: int) -> list[Item]:
+    """The `checklist` report section: `evaluate` over every other section of the report
+    (which this builds again; analysis.resilient_report builds each section once)."""
+    from analysis.report import SECTIONS  # late import: report.py lists this builder
+
+    report = {k: build(con, rid) for k, build in SECTIONS.items() if build is not checklist_section}
+    return evaluate(report)

@@ -1,0 +1,48 @@
+"""One step of a run as drawable tracks (thin wrappers over timeline.sql).
+
+Times come back in ms relative to the earliest start of the step's windows over all ranks, on
+the aligned clock (each host's offset from clock_offsets removed), so every rank is drawn on
+the same clock.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+NS_PER_MS = 1e6
+
+
+def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:
+    """The earliest aligned window start (ns) of step `step`; None if no rank has it."""
+    return con.execute("SELECT origin_ns FROM step_origin(?, ?)", [rid, step]).fetchone()[0]
+
+
+def _relative(df: pd.DataFrame, origin: int) -> pd.DataFrame:
+    start = (df["ts"] - origin) / NS_PER_MS
+    out = df.assign(start_ms=start, end_ms=start + df["dur"] / NS_PER_MS)
+    return out.drop(columns=["ts", "dur"]).reset_index(drop=True)
+
+
+def tracks(con: duckdb.DuckDBPyConnection, rid: int, step: int, ranks: list[int]) -> pd.DataFrame:
+    """Busy intervals per (rank, kind) in step `step`: rank, kind, start_ms, end_ms."""
+    df = con.execute(
+        "SELECT rank, kind, ts, dur FROM step_tracks(?, ?) "
+        "WHERE list_contains(?, rank) ORDER BY rank, kind, ts",
+        [rid, step, ranks],
+    ).df()
+    return _relative(df, step_origin(con, rid, step) or 0)
+
+
+def collectives(
+    con: duckdb.DuckDBPyConnection, rid: int, step: int, ranks: list[int]
+) -> pd.DataFrame:
+    """Collective calls of `ranks` in step `step` (collective_ranks): rank, op, instance (the
+    run-wide instance id, equal on every rank of one collective), bytes, wait_ms, start_ms,
+    end_ms."""
+    df = con.execute(
+        "SELECT rank, op, ik AS instance, bytes, wait_ns / 1e6 AS wait_ms, ts, dur "
+        "FROM collective_ranks(?) WHERE step = ? AND list_contains(?, rank) ORDER BY rank, ts",
+        [rid, step, ranks],
+    ).df()
+    return _relative(df, step_origin(con, rid, step) or 0)

@@ -1,0 +1,85 @@
+"""What-ifs on a calibrated run (analysis.model.section.run_scenario): predicted step time and
+communication overhead as knobs move, as curves, with the measured run as a point on them.
+
+Step times include the run's measured idle time, as the `model` section's prediction does,
+so that the unchanged scenario predicts the measured step. Knob values are given and returned
+in display units (link bandwidth in GB/s); times in ms.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.model.scenario import Scenario, predict, vary
+from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
+
+#: Knobs: key of analysis.model.scenario.vary → (label, display unit per model unit).
+KNOBS: dict[str, tuple[str, float]] = {
+    "grad_accum": ("gradient accumulation (micro-batches per step)", 1.0),
+    "link_Bps": ("link bandwidth (GB/s, fitted bus bandwidth)", 1e-9),
+    "eta": ("overlap η", 1.0),
+    "compression": ("gradient compression (× fewer bytes)", 1.0),
+    "n_nodes": ("nodes (ranks in the ring)", 1.0),
+}
+
+
+def knob_value(s: Scenario, knob: str) -> float:
+    """The value of `knob` in scenario `s`, in display units."""
+    t = s.topology
+    model = {
+        "grad_accum": s.grad_accum,
+        "link_Bps": t.net.bandwidth_Bps,
+        "eta": s.eta,
+        "compression": s.compression,
+        "n_nodes": t.n_nodes,
+    }[knob]
+    return model * KNOBS[knob][1]
+
+
+def with_knobs(s: Scenario, values: dict[str, float]) -> Scenario:
+    """`s` with each knob of `values` (display units) set."""
+    for knob, v in values.items():
+        s = vary(s, knob, v / KNOBS[knob][1])
+    return s
+
+
+def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
+    """step_ms (compute + exposed communication + idle, per optimizer step), tau_comp_ms,
+    tau_comm_ms, exposed_comm_ms, comm_overhead (exposed / step), verdict and reason."""
+    p = predict(s)
+    if p.step is None:
+        raise ValueError("the scenario has no compute time")
+    st = p.step
+    step_ms = st.step_s * 1e3 + idle_ms
+    overhead = st.exposed_comm_s * 1e3 / step_ms if step_ms else 0.0
+    v, reason = verdict(overhead, st.gamma, s.eta, DEFAULT_TARGET_OVERHEAD)
+    return {
+        "step_ms": step_ms,
+        "tau_comp_ms": st.compute_s * 1e3,
+        "tau_comm_ms": p.comm_s * 1e3,
+        "exposed_comm_ms": st.exposed_comm_s * 1e3,
+        "comm_overhead": overhead,
+        "verdict": v,
+        "reason": reason,
+    }
+
+
+def curve(s: Scenario, knob: str, values: list[float], idle_ms: float = 0.0) -> pd.DataFrame:
+    """One row per value of `knob` (display units) with `predicted`'s columns."""
+    rows = [{knob: v, **predicted(with_knobs(s, {knob: v}), idle_ms)} for v in values]
+    return pd.DataFrame(rows)
+
+
+def measured_point(s: Scenario, knob: str, measured: dict) -> pd.DataFrame:
+    """The measured run on the `knob` axis: its knob value, step_ms and comm_overhead (from the
+    `model` section's `measured` dict)."""
+    return pd.DataFrame(
+        [
+            {
+                knob: knob_value(s, knob),
+                "step_ms": measured.get("step_ms"),
+                "comm_overhead": measured.get("comm_overhead"),
+                "series": "measured run",
+            }
+        ]
+    )

@@ -1,0 +1,234 @@
+"""Altair chart builders: drawing only (every value plotted arrives computed)."""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+KIND_COLORS = alt.Scale(
+    domain=["compute", "comm", "memory"], range=["#4c78a8", "#e45756", "#b5b5b5"]
+)
+
+
+def heatmap(df: pd.DataFrame, value: str, title: str, outlier: str | None = None) -> alt.Chart:
+    """Ranks (rows) × steps (columns) coloured by `value`; cells where `outlier` is true get a
+    black border."""
+    base = alt.Chart(df, title=title).encode(
+        x=alt.X("step:O", title="step"),
+        y=alt.Y("rank:O", title="rank"),
+        tooltip=["rank", "step", alt.Tooltip(f"{value}:Q", format=".3f")],
+    )
+    legend = alt.Legend(orient="bottom", title=None, gradientLength=120)
+    cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", legend=legend))
+    size = {
+        "height": alt.Step(max(6, min(20, 640 // max(1, df["rank"].nunique())))),
+        "width": min(220, max(60, 24 * df["step"].nunique())),
+    }
+    if outlier is None:
+        return cells.properties(**size)
+    marks = base.transform_filter(alt.datum[outlier]).mark_rect(
+        fill=None, stroke="black", strokeWidth=2
+    )
+    return (cells + marks).properties(**size)
+
+
+def side_by_side(*charts: alt.TopLevelMixin) -> alt.HConcatChart:
+    """Charts next to each other in one view (one Vega embed: cheaper to draw than several),
+    each with its own colour scale."""
+    return alt.hconcat(*charts).resolve_scale(color="independent")
+
+
+def histogram(df: pd.DataFrame, value: str, title: str) -> alt.Chart:
+    """Distribution of `value` over rows."""
+    return (
+        alt.Chart(df, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{value}:Q", bin=alt.Bin(maxbins=30), title=value),
+            y=alt.Y("count()", title="rank-steps"),
+        )
+        .properties(height=160, width=220)
+    )
+
+
+def timeline(tracks: pd.DataFrame, colls: pd.DataFrame, lanes: list[str]) -> alt.LayerChart:
+    """One lane per rank and kind of busy intervals plus a lane of collective calls per rank
+    (lanes drawn in the order of `lanes`), and a line joining the start of the same
+    collective instance on every rank (its arrival skew)."""
+    y = alt.Y("lane:N", title=None, sort=lanes, axis=alt.Axis(labelOverlap=False))
+    height = max(160, 22 * len(lanes))
+    busy = (
+        alt.Chart(tracks)
+        .mark_bar(height={"band": 0.8})
+        .encode(
+            x=alt.X("start_ms:Q", title="ms since the step began (earliest rank, aligned clock)"),
+            x2="end_ms:Q",
+            y=y,
+            color=alt.Color("kind:N", scale=KIND_COLORS),
+            tooltip=[
+                "rank",
+                "kind",
+                alt.Tooltip("start_ms:Q", format=".3f"),
+                alt.Tooltip("end_ms:Q", format=".3f"),
+            ],
+        )
+    )
+    calls = (
+        alt.Chart(colls)
+        .mark_bar(height={"band": 0.8}, opacity=0.85)
+        .encode(
+            x="start_ms:Q",
+            x2="end_ms:Q",
+            y=y,
+            color=alt.Color("op:N", title="collective"),
+            tooltip=[
+                "rank",
+                "op",
+                "instance",
+                "bytes",
+                alt.Tooltip("wait_ms:Q", format=".3f"),
+                alt.Tooltip("start_ms:Q", format=".3f"),
+            ],
+        )
+    )
+    links = (
+        alt.Chart(colls)
+        .mark_line(color="black", strokeWidth=0.8, opacity=0.7)
+        .encode(x="start_ms:Q", y=y, detail="instance:N")
+    )
+    return (busy + calls + links).resolve_scale(color="independent").properties(height=height)
+
+
+def scatter_loglog(
+    df: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: str, y_title: str
+) -> alt.Chart:
+    """A log-log scatter."""
+    return (
+        alt.Chart(df, title=title)
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x_title),
+            y=alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y_title),
+            color=f"{color}:N",
+            tooltip=list(df.columns),
+        )
+    )
+
+
+def with_rule(chart: alt.Chart, y: float, label: str) -> alt.LayerChart:
+    """`chart` with a dashed horizontal rule at `y`, labelled."""
+    rule = pd.DataFrame({"y": [y], "label": [label]})
+    line = alt.Chart(rule).mark_rule(strokeDash=[6, 4], color="black").encode(y="y:Q")
+    text = alt.Chart(rule).mark_text(align="left", dx=4, dy=-6).encode(y="y:Q", text="label:N")
+    return chart + line + text
+
+
+def bars(df: pd.DataFrame, x: str, y: str, title: str, highlight: str | None = None) -> alt.Chart:
+    """Horizontal bars of `x` per category `y` (kept in the frame's order)."""
+    enc = {
+        "x": alt.X(f"{x}:Q", title=x),
+        "y": alt.Y(f"{y}:N", sort=None, title=y),
+        "tooltip": list(df.columns),
+    }
+    if highlight:
+        enc["color"] = alt.Color(f"{highlight}:N", scale=alt.Scale(range=["#9ecae9", "#e45756"]))
+    return alt.Chart(df, title=title).mark_bar().encode(**enc)
+
+
+def ring(order: list, title: str) -> alt.LayerChart:
+    """A ring drawn as a closed polygon through ranks placed on a circle in ring order."""
+    n = len(order)
+    pts = pd.DataFrame(
+        {
+            "rank": [str(r) for r in order] + [str(order[0])],
+            "i": list(range(n + 1)),
+            "x": [math.cos(2 * math.pi * i / n) for i in range(n + 1)],
+            "y": [math.sin(2 * math.pi * i / n) for i in range(n + 1)],
+        }
+    )
+    axis = {"axis": None, "scale": alt.Scale(domain=[-1.3, 1.3])}
+    base = alt.Chart(pts, title=title).encode(x=alt.X("x:Q", **axis), y=alt.Y("y:Q", **axis))
+    path = base.mark_line(point=False, color="#4c78a8").encode(order="i:Q")
+    nodes = base.mark_circle(size=500, color="#f2f2f2", stroke="#4c78a8").transform_filter(
+        alt.datum.i < n
+    )
+    labels = base.mark_text().encode(text="rank:N").transform_filter(alt.datum.i < n)
+    return (path + nodes + labels).properties(width=220, height=220)
+
+
+def _tree_positions(edges: pd.DataFrame) -> dict[int, float]:
+    """x of every rank: leaves left to right in depth-first order, parents centred above."""
+    children: dict[int, list[int]] = {}
+    for r, p in zip(edges["rank"], edges["parent"], strict=True):
+        children.setdefault(int(p), []).append(int(r))
+    x: dict[int, float] = {}
+    leaves = iter(range(len(edges)))
+
+    def place(r: int) -> float:
+        kids = [k for k in sorted(children.get(r, [])) if k not in x]
+        x[r] = float(next(leaves)) if not kids else 0.0  # marks r as placed (cycles)
+        if kids:
+            xs = [place(k) for k in kids]
+            x[r] = sum(xs) / len(xs)
+        return x[r]
+
+    for root in sorted(children.get(-1, [])):
+        place(root)
+    return x
+
+
+def tree(edges: pd.DataFrame, title: str) -> alt.LayerChart:
+    """A tree drawn top down from (rank, parent, depth) rows (parent -1 for a root)."""
+    drawn = edges.dropna(subset=["depth"])
+    x = _tree_positions(drawn)
+    nodes = drawn.assign(x=drawn["rank"].map(x), y=-drawn["depth"], label=drawn["rank"].astype(str))
+    links = nodes[nodes["parent"] >= 0]
+    links = links.assign(px=links["parent"].map(x), py=links["y"] + 1)
+    axis = {"axis": None}
+    lines = (
+        alt.Chart(links, title=title)
+        .mark_rule(color="#4c78a8")
+        .encode(x=alt.X("x:Q", **axis), y=alt.Y("y:Q", **axis), x2="px:Q", y2="py:Q")
+    )
+    dots = (
+        alt.Chart(nodes)
+        .mark_circle(size=400, color="#f2f2f2", stroke="#4c78a8", opacity=1)
+        .encode(x="x:Q", y="y:Q")
+    )
+    text = alt.Chart(nodes).mark_text().encode(x="x:Q", y="y:Q", text="label:N")
+    return (lines + dots + text).properties(width=220, height=220)
+
+
+def curves(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    series: str,
+    point: pd.DataFrame | None,
+    title: str,
+    x_title: str,
+    y_title: str,
+    log_x: bool = False,
+) -> alt.LayerChart | alt.Chart:
+    """A line per `series` of `y` against `x`, with an optional highlighted point (the run)."""
+    scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
+    lines = (
+        alt.Chart(df, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(f"{x}:Q", title=x_title, scale=scale),
+            y=alt.Y(f"{y}:Q", title=y_title),
+            color=alt.Color(f"{series}:N", title=None),
+            tooltip=[x, alt.Tooltip(f"{y}:Q", format=".3f"), "verdict"],
+        )
+    )
+    if point is None or point.empty:
+        return lines
+    dot = (
+        alt.Chart(point)
+        .mark_point(size=160, filled=True, color="black", shape="diamond")
+        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=[x, alt.Tooltip(f"{y}:Q", format=".3f"), series])
+    )
+    return lines + dot

@@ -1,0 +1,37 @@
+"""Checklist: the maintenance checklist, each item marked from the run's evidence."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis.checklist import ATTENTION, NOT_OBSERVABLE, OK, evaluate
+from dashboard import nav, session
+from dashboard.ui import md
+
+BADGES = {
+    ATTENTION: ("attention", "red", ":material/warning:"),
+    OK: ("ok", "green", ":material/check_circle:"),
+    NOT_OBSERVABLE: ("not observable from these files", "gray", ":material/visibility_off:"),
+}
+
+v = session.current_run()
+st.header(f"Checklist — {md(v.run)}")
+peak = st.session_state.get("link_peak_gbps")
+items = evaluate(v.report, peak) if peak else v.report.get("checklist") or evaluate(v.report)
+
+counts = {s: sum(i["status"] == s for i in items) for s in BADGES}
+cols = st.columns(3)
+for col, (status, (label, _, _)) in zip(cols, BADGES.items(), strict=True):
+    col.metric(label, counts[status])
+if not peak:
+    st.caption("Set the link's peak bandwidth on the Collectives page to judge bus bandwidth.")
+
+for item in items:
+    label, color, icon = BADGES[item["status"]]
+    with st.container(border=True, key=f"check_{item['key']}"):
+        st.markdown(f":{color}-badge[{icon} {label}] **{item['title']}**")
+        st.markdown(md(item["evidence"]))
+        if item.get("action"):
+            st.caption(md(item["action"]))
+        page, title, page_icon = nav.PAGES[item["page"]]
+        st.page_link(page, label=f"Open {title}", icon=page_icon)

@@ -1,0 +1,83 @@
+"""Collectives: size against transfer time, busbw against the link's peak, algorithm/protocol."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from analysis.links import LINK_PEAKS_GBPS
+from dashboard import charts, data, session
+from dashboard.ui import UPLOAD_NCCL, UPLOAD_TRACES, md, missing
+
+PEAK_KEY = "link_peak_gbps"  # plain session key: kept when the widget's page is not shown
+
+v = session.current_run()
+st.header(f"Collectives — {md(v.run)}")
+
+choices = ["not set", *LINK_PEAKS_GBPS, "other…"]
+pick = st.selectbox("Link peak (achievable busbw)", choices, key="peak_pick")
+if pick == "other…":
+    st.session_state[PEAK_KEY] = st.number_input(
+        "Peak GB/s", min_value=0.1, value=st.session_state.get(PEAK_KEY) or 50.0, key="peak_custom"
+    )
+elif pick in LINK_PEAKS_GBPS:
+    st.session_state[PEAK_KEY] = LINK_PEAKS_GBPS[pick]
+else:
+    st.session_state[PEAK_KEY] = None
+peak = st.session_state[PEAK_KEY]
+
+section = v.report.get("collectives")
+ops = section.get("ops") if isinstance(section, dict) else None
+st.subheader("Per operation")
+if ops:
+    st.dataframe(pd.DataFrame(ops), hide_index=True, key="collectives_per_op")
+    m = section.get("matching") or {}
+    st.caption(
+        f"{m.get('instances', 0)} collective instances matched across ranks; incomplete "
+        f"{m.get('incomplete', 0)}, size mismatch {m.get('size_mismatch', 0)}, op mismatch "
+        f"{m.get('op_mismatch', 0)}. Times in ms, bandwidths in GB/s (10⁹ B/s)."
+    )
+else:
+    missing("Per-operation collective statistics", UPLOAD_TRACES)
+
+inst = data.macro_rows(v.path, v.run, v.fp, "collective_instances")
+needed = {"op", "bytes", "transfer_ns", "busbw_GBps"}
+if inst is None or inst.empty or not needed <= set(inst.columns):
+    missing("Matched collective instances", "They need one trace per rank of the same steps.")
+else:
+    pts = inst[inst["transfer_ns"] > 0].assign(transfer_ms=lambda d: d["transfer_ns"] / 1e6)
+    size_time = charts.scatter_loglog(
+        pts, "bytes", "transfer_ms", "op", "Size vs transfer time", "bytes", "transfer (ms)"
+    )
+    bw = charts.scatter_loglog(
+        pts[pts["busbw_GBps"] > 0],
+        "bytes",
+        "busbw_GBps",
+        "op",
+        "Bus bandwidth",
+        "bytes",
+        "busbw (GB/s)",
+    )
+    if peak:
+        bw = charts.with_rule(bw, peak, f"link peak {peak:g} GB/s")
+    st.altair_chart(alt.hconcat(size_time, bw), key="collective_scatter")
+    st.caption(
+        "Transfer = end − last rank's start (waiting for late peers excluded); busbw uses the "
+        "nccl-tests factors. Points far below the peak at large sizes point at the network."
+    )
+
+st.subheader("Algorithm and protocol")
+chosen = data.macro_rows(v.path, v.run, v.fp, "nccl_algorithm_choices")
+hints = data.macro_rows(v.path, v.run, v.fp, "collective_algorithms")
+if chosen is not None and not chosen.empty:
+    st.dataframe(chosen, hide_index=True, key="nccl_algorithms")
+    st.caption("NCCL's own choices, from its TUNING log lines.")
+elif hints is not None and not hints.empty:
+    st.dataframe(hints, hide_index=True, key="kernel_algorithms")
+    st.caption(
+        "From kernel names only (a hint). NCCL's own choice is in its TUNING log lines: "
+        "log with NCCL_DEBUG_SUBSYS=TUNING."
+    )
+else:
+    missing("NCCL's algorithm and protocol choice", UPLOAD_NCCL)

@@ -1,0 +1,104 @@
+"""NCCL: versions, transports (RDMA, GDR, Socket), rings and trees, warnings and timeouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, data, session
+from dashboard.ui import UPLOAD_NCCL, md, missing
+
+MAX_DRAWN = 4  # channels drawn per communicator
+
+v = session.current_run()
+st.header(f"NCCL — {md(v.run)}")
+n = v.report.get("nccl")
+if not isinstance(n, dict) or not n.get("present"):
+    missing("NCCL information", UPLOAD_NCCL)
+    st.stop()
+
+
+def table(rows: list | None, key: str) -> None:
+    """Rows as a table (values shown as plain text), or 'none'."""
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key=key)
+    else:
+        st.caption("none")
+
+
+def evidence(ev: dict | None) -> str:
+    """'file:line: text' of an evidence dict, escaped."""
+    if not ev or not ev.get("text"):
+        return ""
+    place = f"{Path(ev['file']).name}:{ev.get('line')}: " if ev.get("file") else ""
+    return md(place + ev["text"])
+
+
+for finding in n.get("findings") or []:
+    st.warning(md(finding), icon=":material/warning:")
+lines = n.get("lines") or {}
+st.caption(
+    f"{n.get('files', 0)} log file(s), {lines.get('nccl', 0)} NCCL lines "
+    f"({lines.get('recognised', 0)} recognised, {lines.get('unknown', 0)} unknown)."
+)
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Versions")
+    st.metric("NCCL", ", ".join(n.get("versions") or []) or "not logged")
+    table(n.get("version_by_rank"), "nccl_version_by_rank")
+with right:
+    st.subheader("Network")
+    gdr = {True: "on", False: "off", None: "not seen"}[n.get("gdr")]
+    tcp = (n.get("tcp_fallback") or {}).get("detected")
+    nets = ", ".join(str(x.get("network")) for x in n.get("networks") or []) or "none (one node)"
+    a, b, c = st.columns(3)
+    a.metric("Inter-node network", nets)
+    b.metric("GPU Direct RDMA", gdr)
+    c.metric("TCP fallback", "yes" if tcp else "no")
+    if n.get("gdr_evidence"):
+        st.caption("GDR evidence: " + evidence(n["gdr_evidence"]))
+    table(n.get("nics"), "nccl_nics")
+
+st.subheader("Transports")
+table(n.get("transports"), "nccl_transports")
+
+st.subheader("Rings and trees")
+comms = n.get("communicators") or []
+table(comms, "nccl_communicators")
+rings = data.macro_rows(v.path, v.run, v.fp, "nccl_ring_orders")
+trees = data.macro_rows(v.path, v.run, v.fp, "nccl_tree_edges")
+for comm in comms[:3]:
+    key = comm["comm_key"]
+    st.markdown(f"**Communicator {md(key)}** — {comm.get('nranks')} ranks")
+    r = rings[rings["comm_key"] == key] if rings is not None else pd.DataFrame()
+    t = trees[trees["comm_key"] == key] if trees is not None else pd.DataFrame()
+    if r.empty and t.empty:
+        st.caption("No ring or tree lines for this communicator (printed at NCCL_DEBUG=INFO).")
+        continue
+    cols = st.columns(MAX_DRAWN)
+    for col, (_, row) in zip(cols, r.head(MAX_DRAWN).iterrows(), strict=False):
+        cut = " (cut by NCCL)" if row["truncated"] else ""
+        col.altair_chart(charts.ring(list(row["ring"]), f"ring, channel {row['channel']}{cut}"))
+    cols = st.columns(MAX_DRAWN)
+    channels = sorted(t["channel"].unique())[:MAX_DRAWN] if not t.empty else []
+    for col, ch in zip(cols, channels, strict=False):
+        col.altair_chart(charts.tree(t[t["channel"] == ch], f"tree, channel {ch}"))
+
+st.subheader("Warnings, errors and timeouts")
+for key in ("warnings", "errors", "timeouts"):
+    p = n.get(key) or {}
+    line = f"**{key}: {p.get('count', 0)}**"
+    if p.get("first") and p["first"].get("text"):
+        line += " — first: " + evidence(p["first"])
+    st.markdown(line)
+timeouts = (n.get("timeouts") or {}).get("collectives")
+if timeouts:
+    st.dataframe(pd.DataFrame(timeouts).astype(str), hide_index=True, key="nccl_timeouts")
+
+coll = n.get("collectives") or {}
+if coll.get("calls"):
+    st.subheader("Collectives NCCL logged")
+    table(coll.get("by_op"), "nccl_colls_by_op")

@@ -1,0 +1,253 @@
+"""Analysis functions behind the dashboard: checklist, verdict, compare, outliers, timeline."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from conftest import DLRM, SAMPLES
+from dashboard_support import ingest_dir, report_of
+from nccl_log_gen import Job, make_log
+
+from analysis import checklist, db, timeline
+from analysis.compare import compare
+from analysis.nccl import empty_section
+from analysis.outliers import flag_outliers, robust_z
+from analysis.report import SECTIONS
+from analysis.resilient_report import resilient_report
+from analysis.verdict import EXPOSED_SHARE_LIMIT, verdict
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("analysis") / "s.duckdb"
+    ingest_dir(path, "dlrm", DLRM)
+    ingest_dir(path, "gloo", SAMPLES / "gloo_4rank_compute")
+    return path
+
+
+@pytest.fixture(scope="module")
+def dlrm(store):
+    return report_of(store, "dlrm")
+
+
+@pytest.fixture
+def con(store):
+    c = db.load_modules(duckdb.connect(str(store)))
+    yield c
+    c.close()
+
+
+def status(items, key):
+    return next(i for i in items if i["key"] == key)["status"]
+
+
+# -- checklist ---------------------------------------------------------------------------------
+
+
+def test_checklist_is_a_report_section_with_every_item(dlrm):
+    items = dlrm["checklist"]
+    assert [i["key"] for i in items] == [f.__name__ for f in checklist.ITEMS]
+    for i in items:
+        assert i["status"] in (checklist.ATTENTION, checklist.OK, checklist.NOT_OBSERVABLE)
+        assert i["evidence"] and i["title"] and i["page"]
+    assert items == checklist.evaluate(dlrm)
+
+
+def test_resilient_report_equals_build_report(con, dlrm):
+    got = resilient_report(con, "dlrm")
+    assert got == dlrm and list(got) == list(dlrm)
+
+
+def test_a_failing_section_is_recorded_not_raised(con, dlrm, monkeypatch):
+    def broken(con, rid):
+        raise ValueError("boom")
+
+    monkeypatch.setitem(SECTIONS, "stragglers", broken)
+    got = resilient_report(con, "dlrm")
+    assert got["stragglers"] is None
+    assert got["analysis_errors"] == {"stragglers": "ValueError: boom"}
+    assert got["summary"] == dlrm["summary"]
+    assert (
+        next(i for i in got["checklist"] if i["key"] == "stragglers")["status"] == "not_observable"
+    )
+
+
+def test_checklist_on_dlrm_decides_from_the_data(dlrm):
+    items = dlrm["checklist"]
+    # 39.7 % of the step is exposed communication; rank 7 is the straggler
+    assert status(items, "exposed_comm") == checklist.ATTENTION
+    assert "39.7%" in next(i for i in items if i["key"] == "exposed_comm")["evidence"]
+    assert status(items, "stragglers") == checklist.ATTENTION
+    assert "rank 7" in next(i for i in items if i["key"] == "stragglers")["evidence"]
+    # no NCCL log, no link peak: the NCCL and busbw items cannot be decided
+    for key in ("socket_transport", "gdr", "nccl_versions", "nccl_warnings", "busbw"):
+        assert status(items, key) == checklist.NOT_OBSERVABLE
+    for key in ("nic_firmware", "mtu", "fat_tree", "log_rotation", "hbm_errors"):
+        assert status(items, key) == checklist.NOT_OBSERVABLE
+
+
+def test_busbw_against_the_link_peak(dlrm):
+    best = max(o["busbw_GBps_median"] for o in dlrm["collectives"]["ops"])
+    assert status(checklist.evaluate(dlrm, best * 1.5), "busbw") == checklist.OK
+    low = checklist.evaluate(dlrm, best * 3)
+    assert status(low, "busbw") == checklist.ATTENTION
+    assert f"{best:.1f} GB/s" in next(i for i in low if i["key"] == "busbw")["evidence"]
+
+
+def test_exposed_comm_threshold():
+    def share(x):
+        return status(checklist.evaluate({"summary": {"exposed_comm_share": x}}), "exposed_comm")
+
+    assert share(EXPOSED_SHARE_LIMIT / 2) == checklist.OK
+    assert share(EXPOSED_SHARE_LIMIT * 2) == checklist.ATTENTION
+    assert status(checklist.evaluate({}), "exposed_comm") == checklist.NOT_OBSERVABLE
+
+
+def nccl(**changes):
+    """An nccl section of a run with logs (analysis.nccl's shape) with `changes` applied."""
+    return {**empty_section(), "present": True, "hint": None, "files": 1, **changes}
+
+
+TCP = {"detected": True, "reason": "ib_disabled", "explanation": "NCCL_IB_DISABLE=1 forced TCP",
+       "evidence": {"file": "/x/nccl.0.log", "line": 12, "text": "via NET/Socket/0"}}  # fmt: skip
+FIRST = {
+    "file": "/x/nccl.3.log",
+    "line": 7,
+    "rank": 3,
+    "kind": "w",
+    "text": "NET/IB : Got completion",
+}
+
+
+@pytest.mark.parametrize(
+    "section,key,expected",
+    [
+        (nccl(networks=[{"network": "IB"}]), "socket_transport", checklist.OK),
+        (nccl(), "socket_transport", checklist.OK),  # single node: no network
+        (nccl(tcp_fallback=TCP), "socket_transport", checklist.ATTENTION),
+        (nccl(gdr=True), "gdr", checklist.OK),
+        (nccl(gdr=False), "gdr", checklist.ATTENTION),
+        (nccl(), "gdr", checklist.NOT_OBSERVABLE),
+        (nccl(versions=["2.21.5"]), "nccl_versions", checklist.OK),
+        (
+            nccl(versions=["2.21.5", "2.18.1"], version_mismatch=True),
+            "nccl_versions",
+            checklist.ATTENTION,
+        ),
+        (nccl(), "nccl_warnings", checklist.OK),
+        (nccl(warnings={"count": 2, "first": FIRST}), "nccl_warnings", checklist.ATTENTION),
+        (
+            nccl(timeouts={"count": 1, "first": None, "collectives": []}),
+            "nccl_warnings",
+            checklist.ATTENTION,
+        ),
+        (empty_section(), "gdr", checklist.NOT_OBSERVABLE),  # no logs at all
+    ],
+)
+def test_nccl_items(section, key, expected):
+    assert status(checklist.evaluate({"nccl": section}), key) == expected
+
+
+def test_nccl_evidence_names_the_file_and_line():
+    items = checklist.evaluate(
+        {"nccl": nccl(tcp_fallback=TCP, warnings={"count": 2, "first": FIRST})}
+    )
+    by_key = {i["key"]: i["evidence"] for i in items}
+    assert "nccl.0.log:12: via NET/Socket/0" in by_key["socket_transport"]
+    assert "2 warning(s)" in by_key["nccl_warnings"] and "nccl.3.log:7" in by_key["nccl_warnings"]
+
+
+def test_items_never_fail_on_empty_or_odd_sections():
+    odd = {"summary": {}, "stragglers": None, "collectives": [], "nccl": {"present": True}}
+    for report in ({}, odd):
+        assert len(checklist.evaluate(report)) == len(checklist.ITEMS)
+
+
+# -- verdict, compare, outliers ----------------------------------------------------------------
+
+
+def test_verdict_of_the_measured_summary(dlrm):
+    v = verdict(dlrm["summary"])
+    assert v["verdict"] == "communication wall"
+    assert "39.7%" in v["reason"]
+    assert verdict({"exposed_comm_share": 0.01, "gamma": 0.5})["verdict"] == "compute-bound"
+    assert verdict({}) is None and verdict(None) is None
+
+
+def test_compare_deltas(dlrm):
+    after = {"summary": {**dlrm["summary"], "step_ms": dlrm["summary"]["step_ms"] / 2}}
+    rows = {r["metric"]: r for r in compare(dlrm, after)}
+    step = rows["step_ms"]
+    assert step["before"] == dlrm["summary"]["step_ms"]
+    assert step["delta"] == pytest.approx(-dlrm["summary"]["step_ms"] / 2)
+    assert step["change"] == pytest.approx(-0.5)
+    assert rows["eta"]["delta"] == 0
+    assert compare({}, after)["step_ms" == "x"]["delta"] is None
+
+
+def test_robust_outliers():
+    values = [1.0, 1.1, 0.9, 1.0, 1.05, 9.0, None]
+    assert flag_outliers(values) == [False] * 5 + [True, False]
+    assert robust_z([1.0, 1.0, 1.0, 5.0]) == [None] * 4  # MAD 0: no spread to judge
+    assert robust_z([1.0, 2.0]) == [None, None]
+
+
+# -- timeline and waits ------------------------------------------------------------------------
+
+
+def test_tracks_cover_what_the_report_measures(con, dlrm):
+    rid = db.run_id(con, "dlrm")
+    t = timeline.tracks(con, rid, 10, list(range(8)))
+    assert set(t["kind"]) == {"compute", "comm", "memory"}
+    assert (t["end_ms"] > t["start_ms"]).all() and t["start_ms"].min() >= -0.01
+    covered = (t["end_ms"] - t["start_ms"]).groupby([t["rank"], t["kind"]]).sum()
+    for s in dlrm["steps"]:
+        assert covered[(s["rank"], "compute")] == pytest.approx(s["tau_comp_ms"], abs=1e-6)
+        assert covered[(s["rank"], "comm")] == pytest.approx(s["tau_comm_ms"], abs=1e-6)
+
+
+def test_collectives_are_linked_across_ranks(con):
+    rid = db.run_id(con, "dlrm")
+    c = timeline.collectives(con, rid, 10, [0, 7])
+    assert len(c) == 16  # 5 all-to-all + 3 all-reduce per rank
+    per_instance = c.groupby("instance")["rank"].apply(sorted)
+    assert all(r == [0, 7] for r in per_instance)
+    # rank 7 is the straggler: it waits least
+    waits = c.groupby("rank")["wait_ms"].sum()
+    assert waits[7] < waits[0]
+
+
+def test_rank_step_wait_sums_collective_waits(con, dlrm):
+    rid = db.run_id(con, "dlrm")
+    w = con.execute("SELECT * FROM rank_step_wait(?) ORDER BY rank", [rid]).df()
+    assert list(w["rank"]) == list(range(8)) and set(w["step"]) == {10}
+    by_rank = {r["rank"]: r["wait_ms"] for r in dlrm["stragglers"]["ranks"]}
+    assert dict(zip(w["rank"], w["wait_ms"], strict=True)) == pytest.approx(by_rank)
+
+
+def test_kernel_algorithm_hints(con):
+    rows = con.execute(
+        "SELECT op, algo, protocol, calls, ranks FROM collective_algorithms(?)",
+        [db.run_id(con, "dlrm")],
+    ).fetchall()
+    assert rows == [("allreduce", "RING", "LL", 24, 8), ("alltoall", "RING", "SIMPLE", 40, 8)]
+    gloo = con.execute(
+        "SELECT algo, protocol FROM collective_algorithms(?)", [db.run_id(con, "gloo")]
+    ).fetchall()
+    assert gloo == [(None, None)]
+
+
+def test_nccl_algorithm_choices_from_tuning_lines(tmp_path):
+    log = make_log(Job(version="2.24.3", nodes=2, gpus=4, tuning=True, colls=6))
+    log.write(tmp_path / "nccl.log")
+    path = tmp_path / "s.duckdb"
+    ingest_dir(path, "t", tmp_path / "nccl.log")
+    c = db.load_modules(duckdb.connect(str(path)))
+    try:
+        got = c.execute(
+            "SELECT func, algo, proto, choices, min_bytes FROM nccl_algorithm_choices(1)"
+        ).fetchall()
+    finally:
+        c.close()
+    want = [t for t in log.truth.tuning if t["kind"] == "choice"]
+    assert got == [(t["func"], t["algo"], t["proto"], 1, t["bytes"]) for t in want]

@@ -1,0 +1,325 @@
+"""Every dashboard page through Streamlit's AppTest: no server, no browser; the numbers shown
+are checked against the report dict."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pytest
+import streamlit as st
+from conftest import DLRM, ROOT, SAMPLES
+from dashboard_support import ingest_dir, report_of, upload_files
+from nccl_log_gen import Job, make_log
+from streamlit.testing.v1 import AppTest
+
+from analysis import whatif
+from analysis.checklist import evaluate
+from analysis.compare import compare
+from analysis.db import load_modules, run_id
+from analysis.model.section import run_scenario
+from dashboard import nav
+from dashboard.database import DB_ENV, UPLOAD_ENV
+from dashboard.ui import fmt_ms, fmt_ratio, md
+
+APP = str(ROOT / "dashboard" / "app.py")
+EVIL = "<img src=x onerror=alert(1)> **bold** [x](http://example.com) $x$ :red[r]"
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()  # closes nothing: the dashboard holds no open connection
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """DLRM, a gloo run, and DLRM with a synthetic NCCL log (TCP fallback, warnings)."""
+    d = tmp_path_factory.mktemp("apptest")
+    path = d / "s.duckdb"
+    ingest_dir(path, "dlrm", DLRM)
+    ingest_dir(path, "gloo", SAMPLES / "gloo_4rank_compute")
+    both = d / "with_log"
+    shutil.copytree(DLRM, both)
+    make_log(Job(nodes=2, gpus=4, network="socket", gdr=False, warn_rank=3)).write(
+        both / "nccl.log"
+    )
+    ingest_dir(path, "dlrm_nccl", both)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reports(store):
+    return {r: report_of(store, r) for r in ("dlrm", "gloo", "dlrm_nccl")}
+
+
+def app(db, monkeypatch, tmp_path, run=None, page=None):
+    monkeypatch.setenv(DB_ENV, str(db))
+    monkeypatch.setenv(UPLOAD_ENV, str(tmp_path / "uploads"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    if run:
+        at.session_state["run"] = run
+    at.run()
+    if page:
+        at.switch_page(nav.path(page)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(elements):
+    return [e.value for e in elements]
+
+
+def table(at, *columns):
+    """The first dataframe shown with all of `columns` (AppTest's dataframes carry no key)."""
+    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
+
+
+# -- upload and runs ---------------------------------------------------------------------------
+
+
+def upload(at, name, files, notes=""):
+    at.text_input(key="upload_name").input(name)
+    at.text_area(key="upload_notes").input(notes)
+    at.file_uploader(key="upload_files").set_value(
+        [(n, b, "application/octet-stream") for n, b in files]
+    )
+    next(b for b in at.button if b.label == "Store run").click()
+    return at.run()
+
+
+def test_upload_stores_a_run_with_per_file_progress(tmp_path, monkeypatch, tmp_db):
+    at = app(tmp_db, monkeypatch, tmp_path)
+    assert at.get("file_uploader") and "No runs yet." in texts(at.caption)
+    at = upload(at, "dlrm upload", upload_files(DLRM), notes="first try")
+    assert not at.exception, at.exception
+    assert texts(at.success) == ["Stored run dlrm upload (8 files)."]
+    per_file = at.dataframe[0].value
+    assert list(per_file["status"]) == ["ingested"] * 8
+    assert list(per_file["ranks"]) == [str(r) for r in range(8)]
+    runs = table(at, "run", "files", "notes")
+    assert list(runs["run"]) == ["dlrm upload"] and list(runs["notes"]) == ["first try"]
+    assert list(runs["files"]) == [8] and list(runs["ranks"]) == [8]
+    # the uploaded run is the one the other pages now show
+    at.switch_page(nav.path("overview")).run()
+    assert "dlrm upload" in at.header[0].value
+
+
+def test_a_bad_file_is_named_and_nothing_is_stored(tmp_path, monkeypatch, tmp_db):
+    at = app(tmp_db, monkeypatch, tmp_path)
+    at = upload(at, "broken", [*upload_files(DLRM), ("junk.bin", b"\x00\x01\x02 not a trace")])
+    assert not at.success
+    errors = texts(at.error)
+    assert errors[0].startswith("Nothing was stored.")
+    assert any(e.startswith("junk\\.bin: unrecognised format") for e in errors)
+    assert list(at.dataframe[0].value["status"]) == ["parsed"] * 8 + ["failed"]
+    assert "No runs yet." in texts(at.caption)
+
+
+def test_rename_and_delete(store, tmp_path, monkeypatch):
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(store, db)
+    at = app(db, monkeypatch, tmp_path)
+    at.selectbox(key="rename_from").select("gloo")
+    at.text_input(key="rename_to").input("gloo after fix")
+    next(b for b in at.button if b.label == "Rename").click()
+    at.run()
+    assert "gloo after fix" in list(table(at, "run", "files", "notes")["run"])
+    assert at.session_state["run"] == "gloo after fix"
+    at.selectbox(key="delete_run").select("gloo after fix")
+    next(b for b in at.button if b.label == "Delete").click()
+    at.run()
+    assert texts(at.warning) == ["Tick the box to confirm."]
+    at.checkbox(key="delete_sure").check()
+    next(b for b in at.button if b.label == "Delete").click()
+    at.run()
+    assert list(table(at, "run", "files", "notes")["run"]) == ["dlrm", "dlrm_nccl"]
+
+
+def test_run_names_and_trace_strings_are_never_markup(tmp_path, monkeypatch, tmp_db):
+    at = app(tmp_db, monkeypatch, tmp_path)
+    at = upload(at, EVIL, upload_files(SAMPLES / "gloo_4rank_sleep"))
+    shown = texts(at.success)[0]
+    assert shown == f"Stored run {md(EVIL)} (4 files)."
+    assert not re.search(r"(?<!\\)[<>*\[\]()$:]", md(EVIL))  # every control character escaped
+    at.switch_page(nav.path("overview")).run()
+    assert "\\*\\*bold\\*\\*" in at.header[0].value and "**bold**" not in at.header[0].value
+
+
+def test_no_page_uses_unsafe_html():
+    sources = (ROOT / "dashboard").rglob("*.py")
+    assert not [p for p in sources if re.search(r"unsafe_allow_html\s*=", p.read_text())]
+
+
+@pytest.mark.parametrize("page", [k for k in nav.PAGES if k != "upload"])
+def test_every_page_says_what_to_upload_on_an_empty_store(page, tmp_path, monkeypatch, tmp_db):
+    at = app(tmp_db, monkeypatch, tmp_path, page=page)
+    assert texts(at.info) == ["No runs in this store yet. Upload a run's traces first."]
+
+
+# -- analysis pages ----------------------------------------------------------------------------
+
+
+def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="overview")
+    s = reports["dlrm"]["summary"]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown == {
+        "Step time": fmt_ms(s["step_ms"]),
+        "τ_comp": fmt_ms(s["tau_comp_ms"]),
+        "τ_comm": fmt_ms(s["tau_comm_ms"]),
+        "Exposed comm": fmt_ms(s["exposed_comm_ms"]),
+        "Overlap η": fmt_ratio(s["eta"]),
+        "γ": fmt_ratio(s["gamma"]),
+        "Idle": fmt_ms(s["idle_ms"]),
+    }
+    assert shown["Step time"] == "14.808 ms" and shown["Overlap η"] == "0.239"
+    assert texts(at.error)[0].startswith("**communication wall**: exposed communication is 39.7%")
+    shown_table = table(at, "metric", "measured", "predicted")
+    assert list(shown_table["measured"]) == list(shown.values())
+
+
+def charts(at):
+    return at.get("vega_lite_chart")
+
+
+def chart_data(at, i=0):
+    """(Vega-Lite spec, first dataset as a DataFrame) of the i-th chart."""
+    proto = charts(at)[i].proto
+    data = pa.ipc.open_stream(proto.datasets[0].data.data).read_all().to_pandas()
+    return json.loads(proto.spec), data
+
+
+def test_ranks_page_heatmaps_carry_the_step_metrics(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="gloo", page="ranks")
+    assert len(charts(at)) == 2  # heatmaps of η, τ_comm, wait; distributions
+    spec, rows = chart_data(at, 0)
+    titles = [c["layer"][0]["title"] for c in spec["hconcat"]]
+    assert titles == ["Overlap η", "τ_comm (ms)", "Wait for peers (ms)"]
+    got = dict(zip(zip(rows["rank"], rows["step"], strict=True), rows["eta"], strict=True))
+    want = {(s["rank"], s["step"]): s["eta"] for s in reports["gloo"]["steps"]}
+    assert got == pytest.approx(want)
+    assert (rows["wait_ms"] >= 0).all() and rows["wait_ms"].notna().all()
+
+
+def test_timeline_links_collectives_across_ranks(store, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="timeline")
+    assert at.selectbox(key="timeline_step").value == 10
+    assert at.multiselect(key="timeline_ranks").value == list(range(8))
+    calls = table(at, "instance", "wait_ms")
+    assert len(calls) == 64 and calls.groupby("instance")["rank"].nunique().eq(8).all()
+    at.multiselect(key="timeline_ranks").set_value([0, 7]).run()
+    assert len(table(at, "instance", "wait_ms")) == 16
+
+
+def test_collectives_page_and_link_peak_feed_the_checklist(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="collectives")
+    ops = table(at, "op", "busbw_GBps_median")
+    want = pd.DataFrame(reports["dlrm"]["collectives"]["ops"])
+    assert list(ops["op"]) == list(want["op"])
+    assert list(ops["busbw_GBps_median"]) == pytest.approx(list(want["busbw_GBps_median"]))
+    assert len(charts(at)) == 1  # size vs transfer time beside busbw
+    _, points = chart_data(at)
+    assert len(points) == reports["dlrm"]["collectives"]["matching"]["instances"]
+    protocols = table(at, "op", "protocol")
+    assert set(protocols["protocol"]) == {"LL", "SIMPLE"}
+    at.selectbox(key="peak_pick").select("InfiniBand HDR 200 Gb/s, per NIC").run()
+    at.switch_page(nav.path("checklist")).run()
+    items = evaluate(reports["dlrm"], 24.0)  # the HDR peak
+    assert next(i for i in items if i["key"] == "busbw")["status"] != "not_observable"
+    shown = [m.value for m in at.metric]
+    counts = [
+        str(sum(i["status"] == s for i in items)) for s in ("attention", "ok", "not_observable")
+    ]
+    assert shown == counts
+
+
+def test_stragglers_page(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="stragglers")
+    s = reports["dlrm"]["stragglers"]
+    assert texts(at.warning) == [md(s["verdict"])] and s["verdict"].startswith("straggler: rank 7")
+    rows = table(at, "rank", "flagged", "wait_caused_ms")
+    assert rows["rank"].iloc[0] == "7" and bool(rows["flagged"].iloc[0])
+    by_rank = {str(r["rank"]): r["wait_caused_ms"] for r in s["ranks"]}
+    assert dict(zip(rows["rank"], rows["wait_caused_ms"], strict=True)) == pytest.approx(by_rank)
+
+
+def test_nccl_page_with_and_without_logs(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="nccl")
+    assert "NCCL information" in texts(at.info)[0]
+    at = app(store, monkeypatch, tmp_path, run="dlrm_nccl", page="nccl")
+    n = reports["dlrm_nccl"]["nccl"]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown == {
+        "NCCL": ", ".join(n["versions"]),
+        "Inter-node network": "Socket",
+        "GPU Direct RDMA": "not seen",
+        "TCP fallback": "yes",
+    }
+    assert len(at.warning) == len(n["findings"])
+    assert len(charts(at)) == 4  # 2 rings + 2 trees
+
+
+def test_checklist_page_renders_the_report_section(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm_nccl", page="checklist")
+    items = reports["dlrm_nccl"]["checklist"]
+    shown = [m.value for m in at.metric]
+    counts = [
+        str(sum(i["status"] == s for i in items)) for s in ("attention", "ok", "not_observable")
+    ]
+    assert shown == counts
+    md = " ".join(texts(at.markdown))
+    for i in items:
+        assert i["title"] in md
+    assert "attention" in md and "TCP" in md
+
+
+def test_compare_page_deltas(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, page="compare")
+    at.selectbox(key="compare_before").select("dlrm")
+    at.selectbox(key="compare_after").select("gloo")
+    at.run()
+    rows = table(at, "label", "before", "after", "delta")
+    want = compare(reports["dlrm"], reports["gloo"])
+    assert list(rows["label"]) == [r["label"] for r in want]
+    assert list(rows["delta"]) == pytest.approx([r["delta"] for r in want])
+    step = next(m for m in at.metric if m.label == "step time (ms)")
+    assert step.value == f"{reports['gloo']['summary']['step_ms']:.3f}"
+
+
+def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="model")
+    model = reports["dlrm"]["model"]
+    rows = table(at, "metric", "measured", "predicted").set_index("metric")
+    assert rows.loc["step time", "predicted"] == fmt_ms(model["predicted"]["step_ms"])
+    assert rows.loc["step time", "measured"] == fmt_ms(model["measured"]["step_ms"])
+    assert rows.loc["verdict", "measured"] == model["measured"]["verdict"]
+    assert len(charts(at)) == 1
+    at.slider(key="wi_accum").set_value(8).run()
+    s = whatif.with_knobs(
+        data_scenario(store), {"grad_accum": 8, "eta": round(model["measured"]["eta"], 2)}
+    )
+    want = whatif.predicted(s, model["measured"]["idle_ms"])
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Predicted step time"] == fmt_ms(want["step_ms"])
+    assert shown["Verdict"] == want["verdict"]
+
+
+def data_scenario(db):
+    con = load_modules(duckdb.connect(str(db)))
+    try:
+        return run_scenario(con, run_id(con, "dlrm"))
+    finally:
+        con.close()
+
+
+def test_export_page_offers_both_formats(store, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="dlrm", page="export")
+    assert len(at.get("download_button")) == 2

@@ -1,0 +1,89 @@
+"""`commwall serve`, `commwall export`, `commwall demo --no-serve`, the packaged Streamlit
+config, and the post-mortem renderers."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from conftest import DLRM, ROOT, SAMPLES
+from dashboard_support import ingest_dir, report_of
+
+from dashboard.cli import main
+from dashboard.commands import serve
+from dashboard.export import render_html, render_markdown
+
+EVIL = "<script>alert(1)</script> **x** | y"
+
+
+@pytest.fixture(scope="module")
+def dlrm_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("cli") / "s.duckdb"
+    ingest_dir(db, "dlrm", DLRM)
+    return db
+
+
+def test_packaged_config_is_production_ready():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    cfg = tomllib.loads((ROOT / "dashboard" / ".streamlit" / "config.toml").read_text())
+    assert cfg["browser"]["gatherUsageStats"] is False
+    assert cfg["server"]["maxUploadSize"] * 2**20 >= 2e9  # MiB: at least 2 GB per file
+    assert cfg["server"]["fileWatcherType"] == "none" and cfg["server"]["runOnSave"] is False
+    assert cfg["server"]["headless"] is True and cfg["global"]["developmentMode"] is False
+
+
+def test_serve_runs_the_packaged_app_from_its_directory():
+    cmd = serve.streamlit_command("0.0.0.0", 9000)
+    assert cmd[1:4] == ["-m", "streamlit", "run"]
+    assert cmd[4] == str(serve.APP_DIR / "app.py") and (serve.APP_DIR / ".streamlit").is_dir()
+    assert cmd[5:] == ["--server.address", "0.0.0.0", "--server.port", "9000"]
+
+
+def test_serve_refuses_a_file_that_is_not_a_store(tmp_path, capsys):
+    bad = tmp_path / "notes.duckdb"
+    bad.write_text("not a database")
+    assert main(["serve", "--db", str(bad), "--port", "1"]) == 2
+    assert "cannot open database" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix,renderer", [(".html", render_html), (".md", render_markdown)])
+def test_export_writes_the_post_mortem(dlrm_db, tmp_path, suffix, renderer, capsys):
+    out = tmp_path / f"dlrm{suffix}"
+    assert main(["export", "--db", str(dlrm_db), "--run", "dlrm", "--out", str(out)]) == 0
+    assert out.read_text() == renderer(report_of(dlrm_db, "dlrm"))
+    assert main(["export", "--db", str(dlrm_db), "--run", "nope", "--out", str(out)]) == 2
+    assert "no run named 'nope'" in capsys.readouterr().err
+
+
+def test_html_report_is_self_contained_and_shows_the_numbers(dlrm_db):
+    report = report_of(dlrm_db, "dlrm")
+    page = render_html(report)
+    assert "communication wall" in page and "39.7%" in page
+    assert f"{report['summary']['step_ms']:.3f}" in page
+    for item in report["checklist"]:
+        assert html.escape(item["title"]) in page
+    assert not re.search(r"<(script|link|img|iframe)\b|\bsrc=|href=", page)
+
+
+def test_strings_from_traces_are_escaped():
+    report = {
+        "run": EVIL,
+        "summary": {"scope": "steps", "step_ms": 1.0},
+        "nccl": {"present": True, "findings": [EVIL]},
+    }
+    page = render_html(report)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    md = render_markdown(report)
+    assert "\\<script\\>" in md and "\\*\\*x\\*\\*" in md and "\\| y" in md
+
+
+def test_demo_no_serve_ingests_and_prints(tmp_path, capsys):
+    db = tmp_path / "demo.duckdb"
+    assert main(["demo", "--db", str(db), "--no-serve"]) == 0
+    out = capsys.readouterr().out
+    assert "commwall report — run dlrm_8rank" in out and f"store: {db}" in out
+    assert main(["runs", "--db", str(db), "--format", "json"]) == 0
+    runs = {r["run"] for r in json.loads(capsys.readouterr().out)}
+    assert runs == {d.name for d in SAMPLES.iterdir() if d.is_dir()}
