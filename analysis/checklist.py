@@ -12,8 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from analysis.verdict import EXPOSED_SHARE_LIMIT
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
@@ -346,12 +344,3 @@ ITEMS: list[Callable[..., Item]] = [
 def evaluate(report: dict, link_peak_gbps: float | None = None) -> list[Item]:
     """Every checklist item for `report`; `link_peak_gbps` enables the bus-bandwidth check."""
     return [busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS]
-
-
-def checklist_section(con: duckdb.DuckDBPyConnection, rid: int) -> list[Item]:
-    """The `checklist` report section: `evaluate` over every other section of the report
-    (which this builds again; analysis.resilient_report builds each section once)."""
-    from analysis.report import SECTIONS  # late import: report.py lists this builder
-
-    report = {k: build(con, rid) for k, build in SECTIONS.items() if build is not checklist_section}
-    return evaluate(report)

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from analysis.checklist import checklist_section
+from analysis.checklist import evaluate as checklist
 from analysis.collectives import collectives_section
 from analysis.db import run_id
 from analysis.model.section import model_section
@@ -129,7 +129,6 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
     "summary": summary_section,
     "ranks": ranks_section,
     "steps": steps_section,
-    "checklist": checklist_section,
     "stragglers": stragglers_section,
     "collectives": collectives_section,
     "nccl": nccl_section,
@@ -137,10 +136,27 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
 }
 
 
-def build_report(con: duckdb.DuckDBPyConnection, run: str) -> dict:
-    """The full report of run `run`."""
+#: Sections derived from the others: key → function(report so far).
+DERIVED: dict[str, Callable[[dict], Any]] = {"checklist": checklist}
+
+
+def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = False) -> dict:
+    """The full report of run `run`. With `keep_going` (interactive viewers), a section whose
+    builder raises is None and `analysis_errors` (present only then) maps its key to the error
+    in words, so that one failing section does not hide the others."""
     rid = run_id(con, run)
     report: dict[str, Any] = {"run": run}
+    errors: dict[str, str] = {}
     for key, build in SECTIONS.items():
-        report[key] = build(con, rid)
+        try:
+            report[key] = build(con, rid)
+        except Exception as e:
+            if not keep_going:
+                raise
+            report[key] = None
+            errors[key] = f"{type(e).__name__}: {e}"
+    for key, derive in DERIVED.items():
+        report[key] = derive(report)
+    if errors:
+        report["analysis_errors"] = errors
     return report

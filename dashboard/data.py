@@ -16,7 +16,7 @@ from analysis import db, timeline, whatif
 from analysis.api import runs_table
 from analysis.model.scenario import Scenario
 from analysis.model.section import run_scenario
-from analysis.resilient_report import resilient_report
+from analysis.report import build_report
 from dashboard.database import StoreFile, db_path
 
 
@@ -60,7 +60,7 @@ def report(path: str, run: str, fp: tuple) -> dict:
     """The report of `run` (analysis.report.build_report's dict, sections that fail recorded
     under `analysis_errors`)."""
     with store(path).reading() as con:
-        return resilient_report(con, run)
+        return build_report(con, run, keep_going=True)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -12,8 +12,7 @@ from analysis import checklist, db, timeline
 from analysis.compare import compare
 from analysis.nccl import empty_section
 from analysis.outliers import flag_outliers, robust_z
-from analysis.report import SECTIONS
-from analysis.resilient_report import resilient_report
+from analysis.report import SECTIONS, build_report
 from analysis.verdict import EXPOSED_SHARE_LIMIT, verdict
 
 
@@ -53,8 +52,8 @@ def test_checklist_is_a_report_section_with_every_item(dlrm):
     assert items == checklist.evaluate(dlrm)
 
 
-def test_resilient_report_equals_build_report(con, dlrm):
-    got = resilient_report(con, "dlrm")
+def test_keep_going_report_equals_build_report(con, dlrm):
+    got = build_report(con, "dlrm", keep_going=True)
     assert got == dlrm and list(got) == list(dlrm)
 
 
@@ -63,7 +62,7 @@ def test_a_failing_section_is_recorded_not_raised(con, dlrm, monkeypatch):
         raise ValueError("boom")
 
     monkeypatch.setitem(SECTIONS, "stragglers", broken)
-    got = resilient_report(con, "dlrm")
+    got = build_report(con, "dlrm", keep_going=True)
     assert got["stragglers"] is None
     assert got["analysis_errors"] == {"stragglers": "ValueError: boom"}
     assert got["summary"] == dlrm["summary"]
