@@ -8,6 +8,8 @@ from pathlib import Path
 
 import duckdb
 
+from analysis import shards
+
 
 class RunNotFound(KeyError):
     """No run of that name in the store."""
@@ -46,7 +48,9 @@ def sql_modules() -> dict[str, str]:
 
 
 def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Create the analysis macros (TEMP: nothing is written to the store)."""
+    """Create the analysis macros (TEMP: nothing is written to the store), reading the store's
+    Parquet shards along with its tables when it has some (analysis/shards.py)."""
+    shards.attach(con)
     for text in sql_modules().values():
         con.execute(text)
     return con

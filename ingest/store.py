@@ -78,11 +78,16 @@ class IngestSummary:
         return [f for f in self.files if f.status == "failed"]
 
 
-def _run_id(con: duckdb.DuckDBPyConnection, run: str, notes: str | None) -> int:
+def ensure_run(
+    con: duckdb.DuckDBPyConnection, run: str, notes: str | None, new_id: int | None = None
+) -> int:
+    """The id of run `run`, inserting the run (with id `new_id` when given) if it is new."""
     row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
     if row:
         return row[0]
-    rid = con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
+    rid = new_id
+    if rid is None:
+        rid = con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     con.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", [rid, run, notes, now])
     return rid
@@ -98,9 +103,13 @@ def _check_ranks(con: duckdb.DuckDBPyConnection, rid: int, path: Path, parsed: P
         [rid, new],
     ).fetchone()
     if clash:
-        raise IngestError(
-            path, f"rank {clash[0]} is already in this run (from {clash[1]}); use another --run"
-        )
+        raise rank_clash(path, clash[0], clash[1])
+
+
+def rank_clash(path: str | Path, rank: int, source: str | None) -> IngestError:
+    """The error for a file bringing a rank that the run already has from file `source`."""
+    problem = f"rank {rank} is already in this run (from {source}); use another --run"
+    return IngestError(path, problem)
 
 
 def _insert(con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed) -> None:
@@ -138,7 +147,7 @@ def ingest(
     summary = IngestSummary(run=run, run_id=None, committed=False)
     con.execute("BEGIN TRANSACTION")
     try:
-        rid = _run_id(con, run, notes)
+        rid = ensure_run(con, run, notes)
         summary.run_id = rid
         for path in paths:
             result = FileResult(path=str(path), status="ingested")

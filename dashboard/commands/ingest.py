@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 from tqdm import tqdm
 
 from dashboard.commands._output import add_db, error
@@ -40,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=RANK",
-        help="map a process to a rank (nsys: host:pid=rank or device=rank; repeatable)",
+        help="map a process to a rank (nsys: PID=RANK, HOST:PID=RANK or device:ID=RANK; "
+        "repeatable)",
     )
     p.add_argument("--step-range", metavar="REGEX", help="NVTX range names marking steps")
     p.add_argument(
@@ -52,6 +55,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--keep-going", action="store_true", help="ingest the good files even if some fail"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="parse on a local Dask cluster of N processes, into Parquet shards",
+    )
+    p.add_argument(
+        "--scheduler", metavar="URL", help="parse on an existing Dask cluster (tcp://host:8786)"
+    )
+    p.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="where Parquet shards go: directory or fsspec URL (default: DB.shards beside the "
+        "store; alone, shards without Dask)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -67,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         return error("no files to ingest")
     if args.rank is not None and len(paths) > 1:
         return error("--rank applies to a single file; name ranks in the file names instead")
+    if args.workers is not None and args.workers < 1:
+        return error("--workers needs at least 1")
     name = args.run or Path(args.paths[0].rstrip("/")).name.split(".")[0]
     opts = ParseOptions(
         rank=args.rank,
@@ -85,9 +105,11 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
 
+    done = iter(range(1, len(paths) + 1))
+
     def on_file(path: Path, result: store.FileResult) -> None:
         bar.update(path.stat().st_size)
-        bar.set_postfix_str(f"{path.name}: {result.status}")
+        bar.set_postfix_str(f"{next(done)}/{len(paths)} files, {path.name}: {result.status}")
         if result.error:
             tqdm.write(f"  failed: {result.error}", file=sys.stderr)
 
@@ -96,10 +118,13 @@ def run(args: argparse.Namespace) -> int:
     except store.StoreError as e:
         return error(str(e))
     try:
-        summary = store.ingest(
-            con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file
-        )
-    except IngestError as e:
+        if args.workers or args.scheduler or args.dataset:
+            summary = _sharded(args, con, name, paths, opts, on_file)
+        else:
+            summary = store.ingest(
+                con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file
+            )
+    except (IngestError, OSError) as e:  # OSError: Dask scheduler unreachable
         bar.close()
         return error(f"{e}\nnothing was stored for run {name!r}")
     finally:
@@ -117,3 +142,26 @@ def run(args: argparse.Namespace) -> int:
     if not summary.committed:
         print(f"nothing was stored for run {name!r}", file=sys.stderr)
     return 1 if summary.failed else 0
+
+
+def _sharded(
+    args: argparse.Namespace,
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    paths: list[Path],
+    opts: ParseOptions,
+    on_file: Callable[[Path, store.FileResult], None],
+) -> store.IngestSummary:
+    """Ingest as Parquet shards, parsed in process or on a Dask cluster (docs/scale_out.md)."""
+    from ingest import distributed  # here, not above: the default path never loads Dask
+
+    dataset = args.dataset or f"{args.db}.shards"
+    kw = {"notes": args.notes, "keep_going": args.keep_going, "on_file": on_file}
+    if not (args.workers or args.scheduler):
+        return distributed.ingest(con, name, paths, dataset, opts, **kw)
+    from ingest import cluster
+
+    with cluster.client(args.workers, args.scheduler) as client:
+        return distributed.ingest(
+            con, name, paths, dataset, opts, executor=cluster.executor(client), **kw
+        )
