@@ -38,3 +38,15 @@ def memory_store():
     con = duckdb.connect()
     con.execute(ddl())
     return load_modules(con)
+
+
+@pytest.fixture(autouse=True)
+def _restore_main_module():
+    """Streamlit's AppTest runs the app as module `__main__` and leaves it in sys.modules; a
+    Dask worker started later would then re-import the app while preparing its process. Put
+    the real `__main__` back after every test."""
+    import sys
+
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
