@@ -9,6 +9,7 @@ import duckdb
 
 from analysis import db
 from analysis.report import build_report, steps_section
+from dashboard.ui import fmt_ms, fmt_ratio
 from ingest import discover, store
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -62,3 +63,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def overview_metrics(s: dict) -> dict[str, str]:
+    """The overview's metric tiles as the page must show them, from the report's summary."""
+    return {
+        "Step time": fmt_ms(s["step_ms"]),
+        "τ_comp": fmt_ms(s["tau_comp_ms"]),
+        "τ_comm": fmt_ms(s["tau_comm_ms"]),
+        "Exposed comm": fmt_ms(s["exposed_comm_ms"]),
+        "Overlap η": fmt_ratio(s["eta"]),
+        "γ": fmt_ratio(s["gamma"]),
+        "Idle": fmt_ms(s["idle_ms"]),
+    }

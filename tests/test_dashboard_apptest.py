@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 import streamlit as st
 from conftest import DLRM, ROOT, SAMPLES
-from dashboard_support import ingest_dir, report_of, upload_files
+from dashboard_support import ingest_dir, overview_metrics, report_of, upload_files
 from nccl_log_gen import Job, make_log
 from streamlit.testing.v1 import AppTest
 
@@ -24,7 +24,7 @@ from analysis.db import load_modules, run_id
 from analysis.model.section import run_scenario
 from dashboard import nav
 from dashboard.database import DB_ENV, UPLOAD_ENV
-from dashboard.ui import fmt_ms, fmt_ratio, md
+from dashboard.ui import fmt_ms, md
 
 APP = str(ROOT / "dashboard" / "app.py")
 EVIL = "<img src=x onerror=alert(1)> **bold** [x](http://example.com) $x$ :red[r]"
@@ -171,15 +171,7 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     at = app(store, monkeypatch, tmp_path, run="dlrm", page="overview")
     s = reports["dlrm"]["summary"]
     shown = {m.label: m.value for m in at.metric}
-    assert shown == {
-        "Step time": fmt_ms(s["step_ms"]),
-        "τ_comp": fmt_ms(s["tau_comp_ms"]),
-        "τ_comm": fmt_ms(s["tau_comm_ms"]),
-        "Exposed comm": fmt_ms(s["exposed_comm_ms"]),
-        "Overlap η": fmt_ratio(s["eta"]),
-        "γ": fmt_ratio(s["gamma"]),
-        "Idle": fmt_ms(s["idle_ms"]),
-    }
+    assert shown == overview_metrics(s)
     assert shown["Step time"] == "14.808 ms" and shown["Overlap η"] == "0.239"
     assert texts(at.error)[0].startswith("**communication wall**: exposed communication is 39.7%")
     shown_table = table(at, "metric", "measured", "predicted")

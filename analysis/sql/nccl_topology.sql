@@ -18,31 +18,45 @@ SELECT file_id, proc, comm, line_no,
 FROM nccl_communicators
 WHERE run_id = rid;
 
--- nccl_tree_depths(rid): depth of every channel tree of every communicator of run `rid`.
---   rid       run_id.
---   returns   comm_key, channel,
---             depth    edges on the longest root-to-leaf path among the ranks logged,
---             roots    ranks without a parent (up = -1).
--- Algorithm: recursive walk from the roots down the (child, parent) pairs of the tree rows
--- (each rank logs its own position), capped at 4096 levels against damaged input.
-CREATE OR REPLACE TEMP MACRO nccl_tree_depths(rid) AS TABLE
+-- nccl_tree_edges(rid): every rank's place in every channel tree of run `rid`.
+--   returns   comm_key, channel, rank, parent (-1 for a root),
+--             depth   edges from the root (0 at a root; NULL when the chain of parents does
+--                     not reach a logged root).
+-- Algorithm: distinct (rank, parent) tree rows per communicator key and channel; recursive
+-- walk from the roots, capped at 4096 levels against damaged input, joined back for depth.
+CREATE OR REPLACE TEMP MACRO nccl_tree_edges(rid) AS TABLE
 WITH RECURSIVE t AS (
-    SELECT DISTINCT k.comm_key, c.channel, c.tree_rank AS node, c.tree_up AS up
+    SELECT DISTINCT k.comm_key, c.channel, c.tree_rank AS rank, c.tree_up AS parent
     FROM nccl_channels c
     JOIN nccl_comm_keys(rid) k
         ON k.file_id = c.file_id AND k.proc = c.proc AND k.comm = c.comm
     WHERE c.run_id = rid AND c.kind = 'tree'
 ),
-walk(comm_key, channel, node, depth) AS (
-    SELECT comm_key, channel, node, 0 FROM t WHERE up = -1
+walk(comm_key, channel, rank, depth) AS (
+    SELECT comm_key, channel, rank, 0 FROM t WHERE parent = -1
     UNION ALL
-    SELECT t.comm_key, t.channel, t.node, w.depth + 1
-    FROM walk w JOIN t ON t.comm_key = w.comm_key AND t.channel = w.channel AND t.up = w.node
+    SELECT t.comm_key, t.channel, t.rank, w.depth + 1
+    FROM walk w JOIN t ON t.comm_key = w.comm_key AND t.channel = w.channel AND t.parent = w.rank
     WHERE w.depth < 4096
 )
+SELECT t.comm_key, t.channel, t.rank, t.parent, min(w.depth) AS depth
+FROM t
+LEFT JOIN walk w ON w.comm_key = t.comm_key AND w.channel = t.channel AND w.rank = t.rank
+GROUP BY t.comm_key, t.channel, t.rank, t.parent
+ORDER BY t.comm_key, t.channel, depth, t.rank;
+
+-- nccl_tree_depths(rid): depth of every channel tree of every communicator of run `rid`.
+--   rid       run_id.
+--   returns   comm_key, channel,
+--             depth    edges on the longest root-to-leaf path among the ranks logged,
+--             roots    ranks without a parent (up = -1).
+-- Algorithm: nccl_tree_edges aggregated per (comm_key, channel): the largest depth and the
+-- ranks at depth 0.
+CREATE OR REPLACE TEMP MACRO nccl_tree_depths(rid) AS TABLE
 SELECT comm_key, channel, max(depth) AS depth,
-    list(DISTINCT node ORDER BY node) FILTER (WHERE depth = 0) AS roots
-FROM walk
+    list(DISTINCT rank ORDER BY rank) FILTER (WHERE depth = 0) AS roots
+FROM nccl_tree_edges(rid)
+WHERE depth IS NOT NULL
 GROUP BY comm_key, channel;
 
 -- nccl_comm_shapes(rid): one row per communicator of run `rid`.
