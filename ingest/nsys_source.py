@@ -11,13 +11,12 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ingest.errors import IngestError
-from ingest.sources import CHUNK, is_gzip
+from ingest.sources import inflate, is_gzip
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -87,19 +86,6 @@ def _export(path: Path, out: Path) -> None:
 
 
 def _gunzip(path: Path, out: Path, max_bytes: int) -> None:
-    d = zlib.decompressobj(wbits=47)
-    written = 0
-    with open(path, "rb") as f, open(out, "wb") as g:
-        while chunk := f.read(CHUNK):
-            while chunk:
-                try:
-                    data = d.decompress(chunk, CHUNK)
-                except zlib.error as e:
-                    raise IngestError(path, f"corrupt gzip data ({e})") from e
-                chunk = d.unconsumed_tail
-                written += len(data)
-                if written > max_bytes:
-                    raise IngestError(path, f"decompresses to over {max_bytes:,} bytes (the limit)")
-                g.write(data)
-    if not d.eof:
-        raise IngestError(path, "truncated gzip file (the compressed stream ends early)")
+    with open(out, "wb") as g:
+        for piece in inflate(path, max_bytes):
+            g.write(piece)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 try:  # ISA-L inflate is 3-5x faster than zlib's; same API
@@ -31,6 +32,32 @@ def _gzip_size_hint(path: Path) -> int:
         return struct.unpack("<I", f.read(4))[0]
 
 
+def inflate(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[bytes]:
+    """The decompressed content of a gzip file (concatenated members too), piece by piece.
+    Raises IngestError when the data is corrupt or truncated, or exceeds `max_bytes`."""
+    n = 0
+    d = zlib.decompressobj(wbits=47)
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            while chunk:
+                try:
+                    piece = d.decompress(chunk, CHUNK)
+                except zlib.error as e:
+                    raise IngestError(path, f"corrupt gzip data ({e})") from e
+                chunk = d.unconsumed_tail
+                n += len(piece)
+                if n > max_bytes:
+                    raise IngestError(
+                        path, f"decompresses to over the limit of {max_bytes:,} bytes"
+                    )
+                yield piece
+                if d.eof and d.unused_data:  # concatenated gzip members
+                    chunk = d.unused_data
+                    d = zlib.decompressobj(wbits=47)
+    if not d.eof:
+        raise IngestError(path, "truncated gzip file (the compressed stream ends early)")
+
+
 def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray | bytes:
     """The file's content, gunzipped when it is gzip. Raises IngestError when the file is empty,
     the gzip stream is truncated or corrupt, or the content exceeds `max_bytes`.
@@ -48,28 +75,12 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
         if size > max_bytes:
             raise IngestError(p, f"file is {size:,} bytes, over the limit of {max_bytes:,}")
         return p.read_bytes()
-    too_big = f"decompresses to over the limit of {max_bytes:,} bytes"
     hint = _gzip_size_hint(p) if size >= 18 else 0
     out = bytearray(min(hint, max_bytes + 1))
     n = 0
-    d = zlib.decompressobj(wbits=47)
-    with open(p, "rb") as f:
-        while chunk := f.read(CHUNK):
-            while chunk:
-                try:
-                    piece = d.decompress(chunk, CHUNK)
-                except zlib.error as e:
-                    raise IngestError(p, f"corrupt gzip data ({e})") from e
-                chunk = d.unconsumed_tail
-                if n + len(piece) > max_bytes:
-                    raise IngestError(p, too_big)
-                out[n : n + len(piece)] = piece
-                n += len(piece)
-                if d.eof and d.unused_data:  # concatenated gzip members
-                    chunk = d.unused_data
-                    d = zlib.decompressobj(wbits=47)
-    if not d.eof:
-        raise IngestError(p, "truncated gzip file (the compressed stream ends early)")
+    for piece in inflate(p, max_bytes):
+        out[n : n + len(piece)] = piece
+        n += len(piece)
     if n == 0:
         raise IngestError(p, "file is empty after decompression")
     del out[n:]
