@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 OPS = (
     "allreduce",
@@ -41,6 +42,7 @@ _ALGO = re.compile(
 _LEGACY_ALGO = re.compile(r"^nccl[A-Z][A-Za-z]*?(Ring|Tree|CollNet)")
 
 
+@lru_cache(maxsize=4096)
 def normalize_op(name: str | None) -> str:
     """`allreduce`, `allgather`, ... for any spelling (`nccl:_all_gather_base`, `AllReduce`,
     `reduce_scatter_tensor_coalesced`, `gloo:all_reduce`); `unknown` when unrecognised."""

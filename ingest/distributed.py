@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ def ingest(
     `keep_going`, content already in the run skipped. `on_file` sees each file's parse outcome
     (parsed | skipped | failed) as tasks finish; the summary holds the final statuses."""
     opts = opts or ParseOptions()
+    if executor is not serial:  # the executor spreads files over cores: one process per file
+        opts = replace(opts, jobs=1)
     row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
     rid = row[0] if row else con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
     known = frozenset(

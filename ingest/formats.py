@@ -23,7 +23,7 @@ class Format:
 
 
 def _parse_kineto(path: Path, opts: ParseOptions) -> Parsed:
-    return kineto.parse(path, opts.rank, opts.comm_patterns, opts.max_bytes)
+    return kineto.parse(path, opts.rank, opts.comm_patterns, opts.max_bytes, opts.jobs)
 
 
 FORMATS: list[Format] = [

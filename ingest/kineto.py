@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
 from math import prod
+from operator import attrgetter
 from pathlib import Path
 
 import msgspec
@@ -20,10 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest import classify
+from ingest import classify, forked, kineto_events
 from ingest.collective_names import kernel_algo, kernel_op, normalize_op
 from ingest.dtypes import dtype_size
 from ingest.errors import IngestError
+from ingest.kineto_events import Args, DistInfo, Event, Header, Id
 from ingest.parsed import Parsed
 from ingest.schema import COLLECTIVES, PROCESS_GROUPS, RANKS, STEPS
 from ingest.sources import DEFAULT_MAX_BYTES, read_bytes
@@ -34,74 +36,6 @@ RANK_IN_NAME = re.compile(r"(?:rank|worker)[_\-.]?(\d+)", re.IGNORECASE)
 EPOCH_US_MIN = 1e15  # absolute epoch µs are ~1.5e15 and later; relative ones are far smaller
 DROPPED_CATS = frozenset({"python_function", "Trace"})
 
-Id = int | str | None
-Num = int | float | None
-
-
-class Args(msgspec.Struct, gc=False):
-    """The event args commwall uses; everything else is skipped by the decoder."""
-
-    external_id: int | None = msgspec.field(name="External id", default=None)
-    legacy_external_id: int | None = msgspec.field(name="external id", default=None)
-    correlation: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    coll_name: str | None = msgspec.field(name="Collective name", default=None)
-    in_nelems: int | None = msgspec.field(name="In msg nelems", default=None)
-    out_nelems: int | None = msgspec.field(name="Out msg nelems", default=None)
-    group_size: int | None = msgspec.field(name="Group size", default=None)
-    dtype: str | None = None
-    pg_name: str | int | None = msgspec.field(name="Process Group Name", default=None)
-    pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
-    seq: int | None = msgspec.field(name="Seq", default=None)
-    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b"null"))
-    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b"null"))
-    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b"null"))
-
-
-class Event(msgspec.Struct, gc=False):
-    ph: str | None = None
-    cat: str | None = None
-    name: str | None = None
-    pid: Id = None
-    tid: Id = None
-    ts: Num = None
-    dur: Num = None
-    args: Args | None = None
-
-
-class PGConfig(msgspec.Struct):
-    pg_name: str | int | None = None
-    pg_desc: str | None = None
-    pg_size: int | None = None
-    ranks: list[int] | str | None = None
-
-
-class DistInfo(msgspec.Struct):
-    rank: int | str | None = None
-    world_size: int | str | None = None
-    backend: str | None = None
-    nccl_version: str | None = None
-    pg_config: list[PGConfig] | None = None
-
-
-class DeviceProp(msgspec.Struct):
-    id: int | None = None
-    name: str | None = None
-
-
-class Trace(msgspec.Struct):
-    traceEvents: list[msgspec.Raw] | None = None  # noqa: N815 (Kineto's key)
-    distributedInfo: DistInfo | None = None  # noqa: N815
-    baseTimeNanoseconds: int | None = None  # noqa: N815
-    deviceProperties: list[DeviceProp] | None = None  # noqa: N815
-    host_name: str | None = None
-
-
-_TRACE = msgspec.json.Decoder(Trace)
-_EVENTS = msgspec.json.Decoder(list[Event])
-_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
-
 
 def looks_like_kineto(head: bytes) -> bool:
     """Content sniff: a JSON object with Kineto keys, or a bare JSON array of events."""
@@ -111,24 +45,6 @@ def looks_like_kineto(head: bytes) -> bool:
     return h[:1] == b"{" and any(
         k in h for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"')
     )
-
-
-def decode(path: Path, data: bytes) -> Trace:
-    """Typed decode of the trace; IngestError naming the file and the problem otherwise."""
-    first = data.lstrip()[:1]
-    try:
-        if first == b"[":
-            return Trace(traceEvents=_RAWS.decode(data))
-        if first != b"{":
-            raise IngestError(path, "not JSON (content does not start with '{' or '[')")
-        trace = _TRACE.decode(data)
-    except msgspec.ValidationError as e:
-        raise IngestError(path, f"not a valid Kineto trace: {e}") from e
-    except msgspec.DecodeError as e:
-        raise IngestError(path, f"not valid JSON: {e}") from e
-    if trace.traceEvents is None:
-        raise IngestError(path, "JSON but not a Kineto trace: no 'traceEvents' array")
-    return trace
 
 
 def _to_ns(values: list) -> np.ndarray:
@@ -196,26 +112,80 @@ class _Chunks:
         self.ints: dict[str, list[pa.Array]] = {
             k: [] for k in ("pid", "tid", "stream", "correlation", "external_id")
         }
-        self.n = 0
+        self.n = 0  # complete events
+        self.events = 0  # all events seen
+        self.kept: dict[int, Event] = {}  # row → event, for the rows `_kept_rows` picks
 
-    def add(self, rows: list[tuple]) -> tuple[pa.DictionaryArray, pa.DictionaryArray]:
-        """Append a batch of (ts, dur, cat, name, pid, tid, stream, corr, ext, event) rows;
-        returns the batch's encoded (cat, name) columns."""
-        ts, dur, cat, name, pid, tid, stream, corr, ext, _ = zip(*rows, strict=True)
-        self.ts.append(_to_ns(ts))
-        self.dur.append(np.maximum(_to_ns(dur), 0))
-        cats = _legacy(pa.array(cat, pa.string()).dictionary_encode())
-        names = pa.array(name, pa.string()).dictionary_encode()
+    def collect(self, batches: Iterator[list[Event]], comm: re.Pattern[str]) -> _Chunks:
+        """Add every batch; keep the events whose args matter (see `_kept_rows`)."""
+        for evs in batches:
+            self.events += len(evs)
+            offset = self.n
+            xs, cats, names = self.add(evs)
+            if not xs:
+                continue
+            cat_values = cats.dictionary.to_pylist()
+            cat_codes = cats.indices.to_numpy(False)
+            for j in _kept_rows(cats, names, comm):
+                e = xs[j]
+                e.cat = cat_values[cat_codes[j]]
+                if e.args is not None:
+                    e.args = _detached(e.args)
+                self.kept[offset + int(j)] = e
+        return self
+
+    def __getstate__(self) -> dict:
+        """Pickled (to cross processes) with the kept events as JSON: far faster than structs."""
+        state = self.__dict__.copy()
+        state["kept"] = (list(self.kept), msgspec.json.encode(list(self.kept.values())))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        rows, blob = state["kept"]
+        self.__dict__.update(state, kept=dict(zip(rows, _KEPT.decode(blob), strict=True)))
+
+    def extend(self, other: _Chunks) -> _Chunks:
+        """These chunks followed by `other`'s."""
+        self.ts += other.ts
+        self.dur += other.dur
+        self.cat += other.cat
+        self.name += other.name
+        for k, v in other.ints.items():
+            self.ints[k] += v
+        self.kept.update((self.n + i, e) for i, e in other.kept.items())
+        self.n += other.n
+        self.events += other.events
+        return self
+
+    def add(self, evs: list[Event]) -> tuple[list[Event], pa.DictionaryArray, pa.DictionaryArray]:
+        """Append the complete events of a batch; returns them with their encoded (cat, name)
+        columns."""
+        xs = [e for e in evs if e.ph == "X" and e.ts is not None and e.cat not in DROPPED_CATS]
+        if not xs:
+            return (
+                xs,
+                pa.array([], pa.string()).dictionary_encode(),
+                pa.array([], pa.string()).dictionary_encode(),
+            )
+        self.ts.append(_to_ns(np.array(list(map(_TS, xs)), np.float64)))
+        dur = np.array(list(map(_DUR, xs)), np.float64)  # a missing dur is NaN
+        self.dur.append(np.maximum(_to_ns(np.nan_to_num(dur, nan=0.0)), 0))
+        cats = _legacy(pa.array(list(map(_CAT, xs)), pa.string()).dictionary_encode())
+        names = pc.fill_null(pa.array(list(map(_NAME, xs)), pa.string()), "").dictionary_encode()
         self.cat.append(cats)
         self.name.append(names)
+        args = [e.args or _NO_ARGS for e in xs]
         i = self.ints
-        i["pid"].append(pa.array([p if type(p) is int else _int_or_none(p) for p in pid], I64))
-        i["tid"].append(pa.array([t if type(t) is int else _int_or_none(t) for t in tid], I64))
-        i["stream"].append(pa.array(stream, I64))
-        i["correlation"].append(pa.array(corr, I64))
-        i["external_id"].append(pa.array(ext, I64))
-        self.n += len(rows)
-        return cats, names
+        i["pid"].append(_ids(list(map(_PID, xs))))
+        i["tid"].append(_ids(list(map(_TID, xs))))
+        i["stream"].append(pa.array(list(map(_STREAM, args)), I64))
+        i["correlation"].append(pa.array(list(map(_CORR, args)), I64))
+        ext = pa.array(list(map(_EXT, args)), I64)
+        if ext.null_count:
+            ext = pc.coalesce(ext, pa.array(list(map(_LEGACY_EXT, args)), I64))
+        i["external_id"].append(ext)
+        self.n += len(xs)
+        return xs, cats, names
 
     def column(self, name: str) -> pa.ChunkedArray:
         """One whole integer column (chunks are not copied)."""
@@ -244,8 +214,24 @@ def _np(col: pa.ChunkedArray) -> np.ndarray:
 
 
 _NO_ARGS = Args()
+_KEPT = msgspec.json.Decoder(list[Event])
+KINDS = pa.array([classify.OTHER, classify.COMPUTE, classify.COMM, classify.MEMORY])
+PARALLEL_PIECES = 4  # a file of fewer pieces (about 32 MB) is decoded in one process
 I64 = pa.int64()
-BATCH = 16384
+_TS, _DUR, _CAT, _NAME, _PID, _TID = (
+    attrgetter(f) for f in ("ts", "dur", "cat", "name", "pid", "tid")
+)
+_STREAM, _CORR, _EXT, _LEGACY_EXT = (
+    attrgetter(f) for f in ("stream", "correlation", "external_id", "legacy_external_id")
+)
+
+
+def _ids(values: list) -> pa.Array:
+    """pid/tid values (ints, or strings in some traces) as int64; non-numbers are null."""
+    try:
+        return pa.array(values, I64)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([_as_int(v) for v in values], I64)
 
 
 def _kept_rows(
@@ -266,38 +252,38 @@ def _kept_rows(
     return np.flatnonzero(mask)
 
 
-def _batches(path: Path, raws: list[msgspec.Raw]) -> Iterator[tuple[int, list[Event]]]:
-    """Typed decode of the raw events, BATCH at a time: (offset, events)."""
-    for off in range(0, len(raws), BATCH):
-        chunk = b"[" + b",".join(raws[off : off + BATCH]) + b"]"
-        try:
-            yield off, _EVENTS.decode(chunk)
-        except msgspec.ValidationError as e:
-            where = re.sub(
-                r"\$\[(\d+)\]", lambda m, o=off: f"$.traceEvents[{o + int(m[1])}]", str(e)
-            )
-            raise IngestError(path, f"not a valid Kineto trace: {where}") from e
+def _detached(a: Args) -> Args:
+    """The args with their raw fields copied out of the decoded piece (a raw field refers to
+    the whole piece, which would otherwise stay in memory), legacy external id resolved."""
+    return msgspec.structs.replace(
+        a,
+        external_id=a.legacy_external_id if a.external_id is None else a.external_id,
+        input_dims=msgspec.Raw(bytes(a.input_dims)),
+        input_type=msgspec.Raw(bytes(a.input_type)),
+        concrete=msgspec.Raw(bytes(a.concrete)),
+    )
 
 
-def _rows(evs: list[Event]) -> list[tuple]:
-    """The complete events of a batch as column tuples."""
-    return [
-        (
-            e.ts,
-            e.dur or 0,
-            e.cat,
-            e.name or "",
-            e.pid,
-            e.tid,
-            a.stream,
-            a.correlation,
-            a.external_id if a.external_id is not None else a.legacy_external_id,
-            e,
+def _decode(trace: kineto_events.Trace, comm: re.Pattern[str], jobs: int) -> _Chunks:
+    """All events as column chunks: on the fast path, shared with a second process when the
+    file has enough pieces and `jobs` allows (0: as many as there are cores, up to two); on the
+    careful path when the fast path cannot decode the file."""
+    try:
+        spans = trace.spans()
+        if len(spans) < PARALLEL_PIECES or min(jobs or 2, forked.cores()) < 2:
+            return _Chunks().collect(trace.events(spans), comm)
+        # the last piece brings the fields after the array: it is read here, first
+        last = _Chunks().collect(trace.events(spans[-1:]), comm)
+        inner = spans[:-1]
+        parts = forked.shared_map(
+            lambda i: _Chunks().collect(trace.events(inner[i : i + 1]), comm), len(inner)
         )
-        for e in evs
-        if e.ph == "X" and e.ts is not None and e.cat not in DROPPED_CATS
-        for a in (e.args or _NO_ARGS,)
-    ]
+        out = _Chunks()
+        for part in parts:
+            out.extend(part)
+        return out.extend(last)
+    except kineto_events.Uncut:
+        return _Chunks().collect(trace.careful(), comm)
 
 
 def parse(
@@ -305,41 +291,28 @@ def parse(
     rank: int | None = None,
     comm_patterns: tuple[str, ...] = (),
     max_bytes: int = DEFAULT_MAX_BYTES,
+    jobs: int = 0,
 ) -> Parsed:
     """Parse one Kineto trace file into the store's tables (ranks, process_groups, activities,
     steps, collectives). `rank` is used only when neither distributedInfo nor the file name
-    tells the rank; `comm_patterns` extend the communication-kernel regex.
+    tells the rank; `comm_patterns` extend the communication-kernel regex; `jobs` caps the
+    processes decoding the file (0: automatic).
 
     Events are decoded in batches so that memory stays near the size of the file."""
     path = Path(path)
-    trace = decode(path, read_bytes(path, max_bytes))
-    raws = trace.traceEvents or []
+    trace = kineto_events.Trace(path, read_bytes(path, max_bytes))
     comm_re = classify.comm_regex(comm_patterns)
-    chunks = _Chunks()
-    kept: dict[int, Event] = {}
-    for _, evs in _batches(path, raws):
-        rows = _rows(evs)
-        if not rows:
-            continue
-        offset = chunks.n
-        cats, names = chunks.add(rows)
-        cat_values = cats.dictionary.to_pylist()
-        for j in _kept_rows(cats, names, comm_re):
-            e = rows[j][9]
-            e.cat = cat_values[cats.indices[j].as_py()]
-            if e.args is not None and e.args.external_id is None:
-                e.args.external_id = e.args.legacy_external_id
-            kept[offset + int(j)] = e
-    n_events = len(raws)
-    del raws
-    trace.traceEvents = None
+    chunks = _decode(trace, comm_re, jobs)
+    kept, n_events = chunks.kept, chunks.events
     if chunks.n == 0:
         raise IngestError(path, f"trace has no complete ('X') events ({n_events} events)")
 
-    dist = trace.distributedInfo
+    header = trace.header
+    del trace
+    dist = header.distributedInfo
     rank_value, rank_source = _rank_of(path, dist, rank)
     first_ts = float(chunks.ts[0][0]) / 1000
-    base = trace.baseTimeNanoseconds
+    base = header.baseTimeNanoseconds
     if base is not None:
         time_base = "base_ns"
     elif first_ts > EPOCH_US_MIN:
@@ -369,29 +342,30 @@ def parse(
     def name_matches(pattern: re.Pattern[str]) -> np.ndarray:
         return np.isin(name_codes, [i for i, n in enumerate(names) if pattern.search(n)])
 
-    kind = np.full(chunks.n, classify.OTHER, dtype=object)
+    other, compute, comm, memory = range(4)  # codes into KINDS
+    kind = np.full(chunks.n, other, dtype=np.int8)
     if gpu:
         kernel = cat_is({"kernel"})
-        kind[kernel] = classify.COMPUTE
-        kind[kernel & name_matches(comm_re)] = classify.COMM
-        kind[cat_is(classify.MEMORY_CATS)] = classify.MEMORY
+        kind[kernel] = compute
+        kind[kernel & name_matches(comm_re)] = comm
+        kind[cat_is(classify.MEMORY_CATS)] = memory
     else:
         on_main = np.zeros(chunks.n, dtype=bool)
         for p, t in main_threads:
             on_main |= (pid_np == p) & (tid_np == t)
         enqueue = name_matches(classify.HOST_ENQUEUE)
-        kind[cat_is({"cpu_op"}) & on_main & ~enqueue] = classify.COMPUTE
-        kind[name_matches(classify.HOST_COMM)] = classify.COMM
+        kind[cat_is({"cpu_op"}) & on_main & ~enqueue] = compute
+        kind[name_matches(classify.HOST_COMM)] = comm
     is_launch = cat_is(classify.LAUNCH_CATS)
     launch_ns, launch_row = _launch_times(_np(corr), ts_ns, is_device, is_launch)
-    comm_rows = np.flatnonzero(kind == classify.COMM)
+    comm_rows = np.flatnonzero(kind == comm)
 
     activities = pa.table(
         {
             "rank": pa.array(np.full(chunks.n, rank_value, np.int32)),
             "ts": pa.array(ts_ns),
             "dur": pa.array(dur_ns),
-            "kind": pa.array(kind, pa.string()).dictionary_encode(),
+            "kind": pa.DictionaryArray.from_arrays(kind, KINDS),
             "cat": cat_col,
             "name": name_col,
             "pid": pid,
@@ -410,7 +384,7 @@ def parse(
     )
     host_pid = int(pid_np[step_rows[0]]) if step_rows else _most_common(pid_np[cat_is({"cpu_op"})])
     device = _most_common(pid_np[is_device]) if gpu else None
-    ranks = _ranks_row(trace, rank_value, rank_source, time_base, host_pid, device, world)
+    ranks = _ranks_row(header, rank_value, rank_source, time_base, host_pid, device, world)
     pgs = _process_groups(dist, rank_value)
     detail = {
         "time_base": time_base,
@@ -481,14 +455,23 @@ class _HostOps:
         dur_ns: np.ndarray,
         threads: tuple[np.ndarray, np.ndarray],
     ) -> None:
+        rows = [
+            i
+            for i, e in kept.items()
+            if (e.name == "record_param_comms" or (e.name or "").startswith("nccl:"))
+            and e.cat != "gpu_user_annotation"
+        ]
+        idx = np.array(rows, dtype=np.int64)
         per: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
-        for i, e in kept.items():
-            n = e.name or ""
-            if (n == "record_param_comms" or n.startswith("nccl:")) and e.cat != (
-                "gpu_user_annotation"
-            ):
-                key = (int(threads[0][i]), int(threads[1][i]))
-                per[key].append((int(ts_ns[i]), int(ts_ns[i] + dur_ns[i]), i))
+        for i, p, t, s, e in zip(
+            rows,
+            threads[0][idx].tolist(),
+            threads[1][idx].tolist(),
+            ts_ns[idx].tolist(),
+            (ts_ns[idx] + dur_ns[idx]).tolist(),
+            strict=True,
+        ):
+            per[p, t].append((s, e, i))
         self.per = {k: sorted(v) for k, v in per.items()}
         self.starts = {k: [s for s, _, _ in v] for k, v in self.per.items()}
 
@@ -517,8 +500,11 @@ def _collectives(
     host op that launched it) say about op, sizes, process group and sequence number."""
     rows: dict[str, list] = {f.name: [] for f in COLLECTIVES}
     host = _HostOps(kept, ts_ns, dur_ns, threads) if gpu else None
-    for i in comm_rows:
-        e = kept[int(i)]
+    lr = launch_row[comm_rows]
+    launcher = np.where(lr >= 0, threads[0][lr], -1).tolist(), threads[1][lr].tolist()
+    launched = launch_ns[comm_rows].tolist()
+    for k, i in enumerate(comm_rows.tolist()):
+        e = kept[i]
         a = e.args or _NO_ARGS
         name = e.name or ""
         op = normalize_op(a.coll_name) if a.coll_name else "unknown"
@@ -527,9 +513,8 @@ def _collectives(
         pg_desc, group, seq = a.pg_desc, a.group_size, a.seq
         seq_source = "Seq" if seq is not None else None
         if host is not None:
-            lr = int(launch_row[i])
-            thread = (int(threads[0][lr]), int(threads[1][lr])) if lr >= 0 else None
-            for j in host.enclosing(thread, int(launch_ns[i])) if thread else []:
+            thread = (launcher[0][k], launcher[1][k])
+            for j in host.enclosing(thread, launched[k]) if thread[0] >= 0 else []:
                 h = kept[j]
                 ha = h.args or _NO_ARGS
                 if h.name == "record_param_comms":
@@ -565,10 +550,6 @@ def _collectives(
             out_n = in_n
         group = group or world
         size = dtype_size(dtype)
-        rows["rank"].append(rank)
-        rows["ts"].append(int(ts_ns[i]))
-        rows["dur"].append(int(dur_ns[i]))
-        rows["launch_ts"].append(int(launch_ns[i]))
         rows["op"].append(op)
         rows["name"].append(name)
         rows["pg_name"].append(pg_name)
@@ -583,6 +564,9 @@ def _collectives(
         rows["out_bytes"].append(None if out_n is None or size is None else out_n * size)
         rows["algo"].append(algo)
         rows["stream"].append(a.stream)
+    rows["rank"] = np.full(len(comm_rows), rank, np.int32)
+    rows["ts"], rows["dur"] = ts_ns[comm_rows], dur_ns[comm_rows]
+    rows["launch_ts"] = launch_ns[comm_rows]
     return pa.table(rows, schema=COLLECTIVES)
 
 
@@ -595,7 +579,7 @@ def _most_common(values: np.ndarray) -> int | None:
 
 
 def _ranks_row(
-    trace: Trace,
+    header: Header,
     rank: int,
     rank_source: str,
     time_base: str,
@@ -603,12 +587,12 @@ def _ranks_row(
     device: int | None,
     world: int | None,
 ) -> pa.Table:
-    dist = trace.distributedInfo
-    gpu_name = next((p.name for p in trace.deviceProperties or [] if p.id == device), None)
+    dist = header.distributedInfo
+    gpu_name = next((p.name for p in header.deviceProperties or [] if p.id == device), None)
     nccl_version = dist.nccl_version if dist and dist.nccl_version != "unknown" else None
     row = {
         "rank": [rank],
-        "host": [trace.host_name],
+        "host": [header.host_name],
         "pid": [host_pid],
         "device": [device],
         "gpu_name": [gpu_name if device is not None else None],

@@ -13,10 +13,12 @@ class ParseOptions:
     regexes; `max_bytes`: cap on a file's decompressed size; `rank_map`: process → rank
     overrides (`"pid=rank"`, `"host:pid=rank"` or `"device:id=rank"`; see ingest/nsys_ranks.py);
     `step_regex`: NVTX range names that mark training steps (one capture group: the step
-    number)."""
+    number); `jobs`: processes that may decode one large file (0: automatic, 1: this one).
+    """
 
     rank: int | None = None
     comm_patterns: tuple[str, ...] = ()
     max_bytes: int = DEFAULT_MAX_BYTES
     rank_map: tuple[str, ...] = ()
     step_regex: str | None = None
+    jobs: int = 0

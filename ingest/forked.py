@@ -1,0 +1,98 @@
+"""One job's items shared between this process and a forked child, for two cores on one file.
+
+Items are handed out through a pipe holding one token per item, so each process claims the
+next one as soon as it is free and neither waits while work remains (the make-jobserver
+trick). The child runs only the item function, on memory it shares copy-on-write with this
+process, and sends its results back pickled. Whatever goes wrong on the child's side (no fork
+on this platform, the child dies, a result that does not pickle) ends with its items done
+here, so no result is lost; an exception the function raises in the child is raised here.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+R = TypeVar("R")
+MAX_ITEMS = 1024  # tokens of 4 bytes: at most PIPE_BUF, so writing them never blocks
+STUCK_S = 60.0  # a child this much (or 4x this side's time) later than this side is stuck
+
+
+def cores() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover (macOS)
+        return os.cpu_count() or 1
+
+
+def shared_map(fn: Callable[[int], R], n: int) -> list[R]:
+    """[fn(0), ..., fn(n - 1)], computed here and in a forked child at the same time."""
+    if n < 2 or n > MAX_ITEMS or not hasattr(os, "fork"):
+        return [fn(i) for i in range(n)]
+    tokens, w = os.pipe()
+    os.write(w, b"".join(struct.pack("<i", i) for i in range(n)))
+    os.close(w)
+    results, w = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about fork in a threaded process (DuckDB and progress bars start
+        # threads): the child touches no lock those threads could hold, only `fn`.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child: its work is checked through the results)
+        _child(fn, tokens, results, w)
+    os.close(w)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(_read_all(results)), daemon=True)
+    reader.start()
+    t = time.monotonic()
+    try:
+        mine = {i: fn(i) for i in _claims(tokens)}
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(tokens)
+        reader.join(max(STUCK_S, 4 * (time.monotonic() - t)))
+        if reader.is_alive():
+            os.kill(pid, signal.SIGKILL)
+            reader.join()
+        os.waitpid(pid, 0)
+    try:
+        ok, theirs = pickle.loads(got[0]) if got and got[0] else (True, {})
+    except Exception:  # noqa: BLE001 (a result that does not unpickle: redo its items here)
+        ok, theirs = True, {}
+    if not ok:
+        raise theirs
+    return [mine[i] if i in mine else theirs[i] if i in theirs else fn(i) for i in range(n)]
+
+
+def _child(fn: Callable[[int], R], tokens: int, results: int, w: int) -> None:  # pragma: no cover
+    os.close(results)
+    try:
+        try:
+            out = pickle.dumps((True, {i: fn(i) for i in _claims(tokens)}), protocol=5)
+        except BaseException as e:  # noqa: BLE001 (sent to the parent, raised there)
+            out = pickle.dumps((False, e), protocol=5)
+        with os.fdopen(w, "wb") as f:
+            f.write(out)
+    finally:
+        os._exit(0)
+
+
+def _claims(tokens: int) -> Iterator[int]:
+    """The items this process claims, one at a time, until none is left."""
+    while len(token := os.read(tokens, 4)) == 4:
+        yield struct.unpack("<i", token)[0]
+
+
+def _read_all(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
