@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -117,7 +118,7 @@ def _insert(con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed) 
         if data.num_rows == 0:
             continue
         view = f"_new_{table}"
-        con.register(view, data)
+        con.register(view, data.combine_chunks())  # DuckDB scans one chunk faster than many
         con.execute(
             f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS file_id, * FROM {view}",
             [rid, fid],
@@ -145,6 +146,7 @@ def ingest(
     opts = opts or ParseOptions()
     parse = parse or formats.parse
     summary = IngestSummary(run=run, run_id=None, committed=False)
+    hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256")
     con.execute("BEGIN TRANSACTION")
     try:
         rid = ensure_run(con, run, notes)
@@ -152,14 +154,10 @@ def ingest(
         for path in paths:
             result = FileResult(path=str(path), status="ingested")
             try:
-                digest = sha256_of(path)
-                dup = con.execute(
-                    "SELECT 1 FROM files WHERE run_id = ? AND sha256 = ?", [rid, digest]
-                ).fetchone()
-                if dup:
+                digest, parsed = _parse_new(con, rid, path, lambda p: parse(p, opts), hasher)
+                if parsed is None:
                     result.status = "skipped"
                 else:
-                    parsed = parse(path, opts)
                     _check_ranks(con, rid, path, parsed)
                     fid = con.execute("SELECT nextval('file_id_seq')").fetchone()[0]
                     con.execute(
@@ -198,7 +196,42 @@ def ingest(
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    finally:
+        hasher.shutdown()
     return summary
+
+
+def _parse_new(
+    con: duckdb.DuckDBPyConnection,
+    rid: int,
+    path: Path,
+    parse: Callable[[Path], Parsed],
+    hasher: ThreadPoolExecutor,
+) -> tuple[str, Parsed | None]:
+    """(sha256, parsed file), parsed None when run `rid` already has this content. The hash is
+    taken on another thread while the file is parsed, unless the run has a file of this path
+    and size: then it is likely the same file, and hashing first spares a parse."""
+    seen = con.execute(
+        "SELECT 1 FROM files WHERE run_id = ? AND path = ? AND size_bytes = ?",
+        [rid, str(path), path.stat().st_size],
+    ).fetchone()
+    if seen:
+        digest = sha256_of(path)
+        return digest, None if _has_digest(con, rid, digest) else parse(path)
+    pending = hasher.submit(sha256_of, path)
+    try:
+        parsed = parse(path)
+    except IngestError:
+        if _has_digest(con, rid, pending.result()):
+            return pending.result(), None
+        raise
+    digest = pending.result()
+    return digest, None if _has_digest(con, rid, digest) else parsed
+
+
+def _has_digest(con: duckdb.DuckDBPyConnection, rid: int, digest: str) -> bool:
+    sql = "SELECT 1 FROM files WHERE run_id = ? AND sha256 = ?"
+    return con.execute(sql, [rid, digest]).fetchone() is not None
 
 
 def _run_has_files(con: duckdb.DuckDBPyConnection, rid: int) -> bool:
