@@ -12,22 +12,26 @@ import sys
 from dashboard import commands
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse tree of every subcommand module."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argparse tree of every subcommand module, or of `command`'s alone (so that a
+    command imports only what it needs)."""
+    names = sorted(
+        m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")
+    )
     parser = argparse.ArgumentParser(
         prog="commwall",
         description="Did your distributed training run hit the communication wall, and why?",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"dashboard.commands.{mod.name}").add_parser(sub)
+    for name in [command] if command in names else names:
+        importlib.import_module(f"dashboard.commands.{name}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:

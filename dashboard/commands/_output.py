@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("text", "json", "csv")
 
@@ -30,6 +31,8 @@ def emit_json(obj: Any) -> None:
 
 def fmt_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     """A plain-text table with floats rounded."""
+    import pandas as pd  # noqa: PLC0415 (only commands that print tables pay for pandas)
+
     if df.empty:
         return "(none)"
     shown = df.copy()
