@@ -216,7 +216,7 @@ def _np(col: pa.ChunkedArray) -> np.ndarray:
 _NO_ARGS = Args()
 _KEPT = msgspec.json.Decoder(list[Event])
 KINDS = pa.array([classify.OTHER, classify.COMPUTE, classify.COMM, classify.MEMORY])
-PARALLEL_PIECES = 4  # a file of fewer pieces (about 32 MB) is decoded in one process
+PARALLEL_PIECES = 8  # a file of fewer pieces (about 16 MB) is decoded in one process
 I64 = pa.int64()
 _TS, _DUR, _CAT, _NAME, _PID, _TID = (
     attrgetter(f) for f in ("ts", "dur", "cat", "name", "pid", "tid")

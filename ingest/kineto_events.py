@@ -10,6 +10,7 @@ reports what is wrong with the file, naming the event.
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,7 +119,7 @@ class Trace:
     """A trace's top-level fields and its events, decoded a batch at a time: by the fast path
     (`spans()`, then `events(spans)`), or by `careful()` when the fast path raises Uncut."""
 
-    def __init__(self, path: Path, data: bytes | bytearray) -> None:
+    def __init__(self, path: Path, data: bytes | bytearray | mmap.mmap) -> None:
         self.path, self._data = path, data
         self.header = Header()
 
@@ -199,7 +200,7 @@ class Trace:
         return raws
 
 
-def _find_events(data: bytes | bytearray) -> tuple[bytes, int, bool] | None:
+def _find_events(data: bytes | bytearray | mmap.mmap) -> tuple[bytes, int, bool] | None:
     """Where the fast path starts: (the top-level object before the events, closed so that it
     decodes; offset of the first event; whether the file is a bare array), or None."""
     start = _SPACE.match(data).end()

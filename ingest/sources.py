@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,12 +59,13 @@ def inflate(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[bytes]:
         raise IngestError(path, "truncated gzip file (the compressed stream ends early)")
 
 
-def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray | bytes:
+def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray | mmap.mmap:
     """The file's content, gunzipped when it is gzip. Raises IngestError when the file is empty,
     the gzip stream is truncated or corrupt, or the content exceeds `max_bytes`.
 
-    Gzip content is inflated into one buffer sized from the gzip trailer, so memory peaks at
-    the uncompressed size (not twice it)."""
+    A plain file is memory-mapped read-only rather than copied (the process must not outlive a
+    truncation of the file while it reads it). Gzip content is inflated into one buffer sized
+    from the gzip trailer, so memory peaks at the uncompressed size (not twice it)."""
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -74,7 +76,8 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
     if not is_gzip(p):
         if size > max_bytes:
             raise IngestError(p, f"file is {size:,} bytes, over the limit of {max_bytes:,}")
-        return p.read_bytes()
+        with open(p, "rb") as f:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     hint = _gzip_size_hint(p) if size >= 18 else 0
     out = bytearray(min(hint, max_bytes + 1))
     n = 0
