@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -129,6 +130,20 @@ def test_items_are_shared_and_come_back_in_order():
     assert [i for i, _ in done] == list(range(200))
     by = {p for _, p in done}
     assert os.getpid() in by and len(by) == 2
+
+
+def test_sharing_works_from_a_worker_thread():
+    """As in the dashboard, where a script thread ingests an upload."""
+    out = []
+
+    def item(i):
+        time.sleep(0.001)
+        return i * 3
+
+    t = threading.Thread(target=lambda: out.append(forked.shared_map(item, 100)))
+    t.start()
+    t.join(60)
+    assert out == [[i * 3 for i in range(100)]]
 
 
 def test_a_childs_items_are_redone_here_when_the_child_dies(monkeypatch):
