@@ -63,8 +63,8 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
     """The file's content, gunzipped when it is gzip. Raises IngestError when the file is empty,
     the gzip stream is truncated or corrupt, or the content exceeds `max_bytes`.
 
-    A plain file is memory-mapped read-only rather than copied (the process must not outlive a
-    truncation of the file while it reads it). Gzip content is inflated into one buffer sized
+    A plain file is memory-mapped read-only rather than copied (as with any mapped file, another
+    process truncating it while it is read kills this one with SIGBUS). Gzip content is inflated into one buffer sized
     from the gzip trailer, so memory peaks at the uncompressed size (not twice it)."""
     p = Path(path)
     try:
