@@ -108,7 +108,8 @@ _HEAD = msgspec.json.Decoder(_Head)
 _TAIL = msgspec.json.Decoder(_Tail)
 _EVENTS = msgspec.json.Decoder(list[Event])
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
-_BAD = (msgspec.DecodeError, msgspec.ValidationError)
+_BAD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+_TOO_DEEP = "not valid JSON for commwall: nested deeper than the decoder's recursion limit"
 
 
 class Uncut(Exception):
@@ -177,6 +178,8 @@ class Trace:
                     r"\$\[(\d+)\]", lambda m, o=off: f"$.traceEvents[{o + int(m[1])}]", str(e)
                 )
                 raise IngestError(self.path, f"not a valid Kineto trace: {where}") from e
+            except RecursionError as e:
+                raise IngestError(self.path, f"{_TOO_DEEP} (near event {off})") from e
             yield events
 
     def _raw_events(self) -> list[msgspec.Raw]:
@@ -193,6 +196,8 @@ class Trace:
             raise IngestError(path, f"not a valid Kineto trace: {e}") from e
         except msgspec.DecodeError as e:
             raise IngestError(path, f"not valid JSON: {e}") from e
+        except RecursionError as e:
+            raise IngestError(path, _TOO_DEEP) from e
         if head.traceEvents is None:
             raise IngestError(path, "JSON but not a Kineto trace: no 'traceEvents' array")
         raws, head.traceEvents = head.traceEvents, None

@@ -64,8 +64,9 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
     the gzip stream is truncated or corrupt, or the content exceeds `max_bytes`.
 
     A plain file is memory-mapped read-only rather than copied (as with any mapped file, another
-    process truncating it while it is read kills this one with SIGBUS). Gzip content is inflated into one buffer sized
-    from the gzip trailer, so memory peaks at the uncompressed size (not twice it)."""
+    process truncating it while it is read kills this one with SIGBUS). Gzip content is
+    inflated into one buffer sized from the gzip trailer, so memory peaks at the uncompressed
+    size (not twice it)."""
     p = Path(path)
     try:
         size = p.stat().st_size

@@ -121,6 +121,15 @@ def test_a_bad_event_late_in_a_large_file_is_named(tmp_path, monkeypatch):
         kineto.parse(path)
 
 
+def test_json_nested_beyond_the_decoders_limit_is_an_error_naming_the_file(tmp_path):
+    doc = json.dumps(_doc(10))
+    deep = "[" * 200_000 + "]" * 200_000
+    path = tmp_path / "deep_rank0.json"
+    path.write_text(doc.replace('"External id": 3}', '"External id": 3, "x": ' + deep + "}"))
+    with pytest.raises(IngestError, match="deep_rank0.json.*nested deeper"):
+        kineto.parse(path)
+
+
 def test_items_are_shared_and_come_back_in_order():
     def item(i):
         time.sleep(0.002)
