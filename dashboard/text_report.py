@@ -64,8 +64,88 @@ def _collectives(c: dict, table: Table) -> str:
     )
 
 
+def _run_info(r: dict, table: Table) -> str:
+    files = ", ".join(f"{n} {fmt}" for fmt, n in r.get("files", {}).items()) or "none"
+    parts = [
+        f"files: {files}",
+        f"ranks: {r.get('n_ranks')} (world size {r.get('world_size') or 'not recorded'})",
+        f"steps: {r.get('n_steps')}",
+        f"backends: {', '.join(r.get('backends') or []) or 'not recorded'}",
+        f"GPUs: {', '.join(r.get('gpus') or []) or 'none (CPU traces)'}",
+        f"hosts: {', '.join(r.get('hosts') or []) or 'not recorded'}",
+        f"time bases: {', '.join(r.get('time_bases') or [])}",
+    ]
+    shown = " | ".join(parts)
+    rest = {k: v for k, v in r.items() if k not in _RUN_KEYS}
+    return shown + ("\n" + _generic(rest, table) if rest else "")
+
+
+_RUN_KEYS = ("files", "n_ranks", "world_size", "n_steps", "backends", "gpus", "hosts", "time_bases")
+_MODEL_ROWS = (
+    "step_ms",
+    "tau_comp_ms",
+    "tau_comm_ms",
+    "exposed_comm_ms",
+    "idle_ms",
+    "eta",
+    "gamma",
+    "comm_overhead",
+    "gpu_efficiency",
+    "bytes_per_step",
+    "collectives_per_step",
+)
+
+
+def _model(m: dict, table: Table) -> str:
+    measured, predicted, fit = m.get("measured") or {}, m.get("predicted"), m.get("fit")
+    head = f"status: {m['status']}"
+    if predicted:
+        head += f" — predicted by {predicted['algorithm']}"
+    rows = [
+        {"metric": k, "measured": measured.get(k)}
+        | ({"predicted": predicted.get(k)} if predicted else {})
+        for k in _MODEL_ROWS
+        if measured.get(k) is not None or (predicted or {}).get(k) is not None
+    ]
+    lines = [head, table(pd.DataFrame(rows)) if rows else "(no step measurements)"]
+    for label, d in (("measured", measured), ("predicted", predicted or {})):
+        if d.get("verdict"):
+            lines.append(f"{label}: {d['verdict']} — {d['reason']}")
+    for f in (fit or {}).get("per_op", []):
+        lines.append(
+            f"fit {f['op']} over {f['n_ranks']} ranks ({f['n']} collectives): "
+            f"α {_f(f['alpha_us'])} µs per hop, bus bandwidth β {_f(f['beta_GBps'])} GB/s, "
+            f"achieved busbw {_f(f['achieved_busbw_GBps'])} GB/s"
+        )
+    if measured.get("busbw_vs_peak") is not None:
+        lines.append(
+            f"busbw is {100 * measured['busbw_vs_peak']:.0f}% of the link peak "
+            f"({_f(measured['peak_busbw_GBps'])} GB/s, {measured.get('link')})"
+        )
+    return "\n".join(lines)
+
+
+_MARKS = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]"}
+
+
+def _checklist(items: list[dict], table: Table) -> str:
+    """Items needing attention first, then those the run shows fine, then the unobservable."""
+    order = {s: i for i, s in enumerate(_MARKS)}
+    out = []
+    for it in sorted(items, key=lambda i: order.get(i["status"], len(order))):
+        mark = _MARKS.get(it["status"], f"[{it['status']}]")
+        out.append(f"{mark} {it['title']} ({it['status'].replace('_', ' ')})")
+        out.append(f"      evidence: {it['evidence']}")
+        if it["status"] != "ok":
+            out.append(f"      action: {it['action']}")
+    return "\n".join(out)
+
+
 #: Renderers per report key; keys without one are printed generically.
 RENDERERS: dict[str, Callable[[Any, Table], str]] = {
+    "run_info": _run_info,
+    "model": _model,
+    "checklist": _checklist,
     "summary": _summary,
     "ranks": _records,
     "steps": _records,

@@ -104,3 +104,23 @@ def test_every_subcommand_has_help():
         assert p.description, f"commwall {name} has no description"
         helps = {a.help for a in sub._choices_actions if a.dest == name}
         assert helps and None not in helps, f"commwall {name} has no help line"
+
+
+def test_text_report_reads_model_and_checklist_from_the_json(dlrm_db, capsys):
+    d = SAMPLES / "gloo_4rank_compute"
+    assert main(["ingest", str(d), "--db", str(dlrm_db), "--run", "compute", "--quiet"]) == 0
+    rep = report_json(dlrm_db, "compute", capsys)
+    assert main(["report", "--db", str(dlrm_db), "--run", "compute"]) == 0
+    text = capsys.readouterr().out
+    model = text.split("== Model\n")[1].split("\n== ")[0]
+    step = model.splitlines()[2].split()
+    assert step[0] == "step_ms"
+    assert float(step[1]) == pytest.approx(rep["model"]["measured"]["step_ms"], abs=1e-3)
+    assert float(step[2]) == pytest.approx(rep["model"]["predicted"]["step_ms"], abs=1e-3)
+    checklist = text.split("== Checklist\n")[1].split("\n== ")[0]
+    marks = [line.split()[0] for line in checklist.splitlines() if line.startswith("[")]
+    want = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]"}
+    assert sorted(marks) == sorted(want[i["status"]] for i in rep["checklist"])
+    assert marks == sorted(marks, key=["[!]", "[ok]", "[?]"].index)  # attention first
+    assert "[!] Straggler nodes" in checklist  # rank 2 is the injected straggler
+    assert "== Run\nfiles: 4 kineto | ranks: 4 (world size 4)" in text
