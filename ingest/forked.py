@@ -3,13 +3,14 @@
 Items are handed out through a pipe holding one token per item, so each process claims the
 next one as soon as it is free and neither waits while work remains (the make-jobserver
 trick). The child runs only the item function, on memory it shares copy-on-write with this
-process, and sends its results back pickled. Whatever goes wrong on the child's side (no fork
+process, and streams its results back pickled. Whatever goes wrong on the child's side (no fork
 on this platform, the child dies, a result that does not pickle) ends with its items done
 here, so no result is lost; an exception the function raises in the child is raised here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -49,8 +50,8 @@ def shared_map(fn: Callable[[int], R], n: int) -> list[R]:
     if pid == 0:  # pragma: no cover (the child: its work is checked through the results)
         _child(fn, tokens, results, w)
     os.close(w)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(_read_all(results)), daemon=True)
+    got: list[tuple[bool, object]] = []
+    reader = threading.Thread(target=_receive, args=(results, got), daemon=True)
     reader.start()
     t = time.monotonic()
     try:
@@ -65,12 +66,9 @@ def shared_map(fn: Callable[[int], R], n: int) -> list[R]:
             os.kill(pid, signal.SIGKILL)
             reader.join()
         os.waitpid(pid, 0)
-    try:
-        ok, theirs = pickle.loads(got[0]) if got and got[0] else (True, {})
-    except Exception:  # noqa: BLE001 (a result that does not unpickle: redo its items here)
-        ok, theirs = True, {}
+    ok, theirs = got[0] if got else (True, {})
     if not ok:
-        raise theirs
+        raise theirs  # type: ignore[misc]
     return [mine[i] if i in mine else theirs[i] if i in theirs else fn(i) for i in range(n)]
 
 
@@ -78,11 +76,11 @@ def _child(fn: Callable[[int], R], tokens: int, results: int, w: int) -> None:  
     os.close(results)
     try:
         try:
-            out = pickle.dumps((True, {i: fn(i) for i in _claims(tokens)}), protocol=5)
+            out: tuple[bool, object] = (True, {i: fn(i) for i in _claims(tokens)})
         except BaseException as e:  # noqa: BLE001 (sent to the parent, raised there)
-            out = pickle.dumps((False, e), protocol=5)
+            out = (False, e)
         with os.fdopen(w, "wb") as f:
-            f.write(out)
+            pickle.dump(out, f, protocol=5)  # streamed: no second copy of the results
     finally:
         os._exit(0)
 
@@ -93,6 +91,8 @@ def _claims(tokens: int) -> Iterator[int]:
         yield struct.unpack("<i", token)[0]
 
 
-def _read_all(fd: int) -> bytes:
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+def _receive(fd: int, got: list) -> None:
+    """Unpickle the child's results as they stream in; nothing when they do not arrive whole
+    (the child died, or its results do not pickle): its items are then redone here."""
+    with os.fdopen(fd, "rb") as f, contextlib.suppress(Exception):
+        got.append(pickle.load(f))

@@ -154,15 +154,27 @@ class Trace:
         for a, b in spans:
             try:
                 if b >= 0:
-                    yield _EVENTS.decode(b"".join((b"[", mv[a:b], b"]")))
+                    events = _EVENTS.decode(b"".join((b"[", mv[a:b], b"]")))
                 elif self._bare:
-                    yield _EVENTS.decode(b"".join((b"[", mv[a:])))
+                    events = _EVENTS.decode(b"".join((b"[", mv[a:])))
                 else:
                     rest = _TAIL.decode(b"".join((b'{"traceEvents":[', mv[a:])))
                     self.header.update(rest)
-                    yield rest.traceEvents or []
+                    events = rest.traceEvents or []
             except _BAD as e:
                 raise Uncut from e
+            self._release(a, len(self._data) if b < 0 else b)
+            yield events
+
+    def _release(self, a: int, b: int) -> None:
+        """Drop a decoded piece's pages of a memory-mapped file from this process: they stay
+        in the page cache and come back if read again, but no longer count against it."""
+        dontneed = getattr(mmap, "MADV_DONTNEED", None)
+        if isinstance(self._data, mmap.mmap) and dontneed is not None:
+            lo = -(-a // mmap.PAGESIZE) * mmap.PAGESIZE
+            hi = b // mmap.PAGESIZE * mmap.PAGESIZE
+            if hi > lo:
+                self._data.madvise(dontneed, lo, hi - lo)
 
     def careful(self) -> Iterator[list[Event]]:
         """Events from the array decoded as raw events first, BATCH at a time; raises
