@@ -12,3 +12,7 @@ class IngestError(Exception):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its path and problem (it crosses from worker processes)."""
+        return IngestError, (self.path, self.problem)

@@ -35,7 +35,7 @@ from ingest import formats
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
-from ingest.store import sha256_of
+from ingest.sources import sha256_of
 
 #: Tables written as shards; every other table a parser returns goes back to the driver inline.
 SHARDED = ("activities", "collectives")

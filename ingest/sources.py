@@ -1,7 +1,8 @@
-"""Reading a file's bytes: plain or gzip, with size limits and plain-words errors."""
+"""Reading a file's bytes: plain or gzip, with size limits and plain-words errors; its digest."""
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import struct
 from collections.abc import Iterator
@@ -103,3 +104,12 @@ def head(path: str | Path, n: int = 65536) -> bytes:
         return d.decompress(raw, n)
     except zlib.error as e:
         raise IngestError(p, f"corrupt gzip data ({e})") from e
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of the file's bytes as stored on disk."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
-from ingest import formats
+from ingest import forked, formats, parallel
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
 from ingest.schema import SCHEMA_VERSION, ddl
+from ingest.sources import sha256_of
 
 
 class StoreError(Exception):
@@ -45,15 +46,6 @@ def connect(db: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnectio
         found = None if row is None else row[0]
         raise StoreError(f"{db}: schema version {found}, this commwall reads {SCHEMA_VERSION}")
     return con
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of the file's bytes as stored on disk."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
@@ -148,17 +140,18 @@ def ingest(
     `on_file` is called after each file (for progress bars); `parse` replaces format
     detection (used by distributed ingest, which parses elsewhere)."""
     opts = opts or ParseOptions()
-    parse = parse or formats.parse
     summary = IngestSummary(run=run, run_id=None, committed=False)
     hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256", initializer=_background)
     con.execute("BEGIN TRANSACTION")
+    outcomes = None
     try:
         rid = ensure_run(con, run, notes)
         summary.run_id = rid
-        for path in paths:
+        outcomes = _outcomes(con, rid, paths, opts, parse, hasher)
+        for path, outcome in outcomes:
             result = FileResult(path=str(path), status="ingested")
             try:
-                digest, parsed = _parse_new(con, rid, path, lambda p: parse(p, opts), hasher)
+                digest, parsed = outcome()
                 if parsed is None:
                     result.status = "skipped"
                 else:
@@ -201,8 +194,70 @@ def ingest(
         con.execute("ROLLBACK")
         raise
     finally:
+        if outcomes is not None:
+            outcomes.close()  # stops worker processes still parsing after a failure
         hasher.shutdown()
     return summary
+
+
+_Pending = Callable[[], tuple[str, Parsed | None]]
+
+
+def _outcomes(
+    con: duckdb.DuckDBPyConnection,
+    rid: int,
+    paths: list[Path],
+    opts: ParseOptions,
+    parse: Callable[[Path, ParseOptions], Parsed] | None,
+    hasher: ThreadPoolExecutor,
+) -> Iterator[tuple[Path, _Pending]]:
+    """Each path, in order, with a call giving (sha256, parsed file or None when run `rid`
+    already has the content). Several files with enough data between them (ParseOptions.jobs)
+    are parsed by worker processes ahead of the caller; the rest here, one at a time."""
+    parse_one = parse or formats.parse
+
+    def one(path: Path) -> Parsed:
+        return parse_one(path, opts)
+
+    workers = 1 if parse else parallel.workers_for(paths, opts.jobs, forked.cores())
+    if workers == 1:
+        for p in paths:
+            yield p, partial(_parse_new, con, rid, p, one, hasher)
+        return
+    known = set(
+        con.execute("SELECT path, size_bytes FROM files WHERE run_id = ?", [rid]).fetchall()
+    )
+    fresh = [(str(p), _size(p)) not in known for p in paths]
+    ahead = parallel.outcomes([p for p, f in zip(paths, fresh, strict=True) if f], opts, workers)
+    try:
+        for p, is_fresh in zip(paths, fresh, strict=True):
+            if is_fresh:
+                _, future = next(ahead)
+                yield p, partial(_settle, con, rid, future)
+            else:  # likely a file the run has: hash first, here
+                yield p, partial(_parse_new, con, rid, p, one, hasher)
+    finally:
+        ahead.close()
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _settle(
+    con: duckdb.DuckDBPyConnection, rid: int, future: Future[parallel.Outcome]
+) -> tuple[str, Parsed | None]:
+    """A worker's outcome as `_parse_new` gives it: known content is skipped, even when the
+    file no longer parses."""
+    digest, parsed, error = future.result()
+    if digest is not None and _has_digest(con, rid, digest):
+        return digest, None
+    if error is not None:
+        raise error
+    return digest, parsed  # type: ignore[return-value]
 
 
 def _parse_new(

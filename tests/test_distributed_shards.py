@@ -9,7 +9,7 @@ from distributed_helpers import contents, only_listed_on_disk
 
 from ingest import distributed, shard_writer, store
 from ingest.shard_writer import Shard, ShardJob, merge_groups, parse_to_shards
-from ingest.store import sha256_of
+from ingest.sources import sha256_of
 
 pytest_plugins = ["distributed_fixtures"]
 

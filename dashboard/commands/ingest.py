@@ -71,6 +71,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where Parquet shards go: directory or fsspec URL (default: DB.shards beside the "
         "store; alone, shards without Dask)",
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that parse: N files at once, or one large file in two "
+        "(default 0: as many as there are cores, for 64 MB of files or more; 1: this process)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -87,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         return error("--rank applies to a single file; name ranks in the file names instead")
     if args.workers is not None and args.workers < 1:
         return error("--workers needs at least 1")
+    if args.jobs < 0:
+        return error("--jobs needs 0 (automatic) or more")
     name = args.run or Path(args.paths[0].rstrip("/")).name.split(".")[0]
     opts = ParseOptions(
         rank=args.rank,
@@ -94,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=int(args.max_file_size * 1e9),
         rank_map=tuple(args.rank_map),
         step_regex=args.step_range,
+        jobs=args.jobs,
     )
     total = sum(p.stat().st_size for p in paths)
     bar = tqdm(
