@@ -2,13 +2,15 @@
 
 Inputs: the largest real trace in the repo (53.7 MB, HTA's df_index_resolver rank 1), byte for
 byte as Kineto wrote it, and the same trace scaled up (x2, x5 → 269 MB) by repeating its events
-shifted in time, in the same layout. Each tool runs in a fresh process, timed from outside.
+shifted in time, in the same layout; and a many-ranks case: the trace as ranks 0..7 of one job,
+8 files (HTA loads ranks in parallel processes; commwall parses files in worker processes).
+Each tool runs in a fresh process, timed from outside.
 Memory is the peak over the whole process tree (commwall decodes a large file in two
 processes): the sum of the processes' proportional set sizes (physical memory, a shared page
 split between its sharers), sampled every 10 ms, and never less than the largest single
 process's peak resident set from the kernel (os.wait4). Usage:
 
-    python benchmarks/ingest.py [--scales 1 2 5] [--no-hta]
+    python benchmarks/ingest.py [--scales 1 2 5] [--ranks 8] [--no-hta]
 """
 
 from __future__ import annotations
@@ -102,55 +104,73 @@ def _run(cmd: list[str], sample: bool) -> tuple[float, float]:
     return wall, max(peak[0], usage.ru_maxrss / 1024)
 
 
+def ranked(text: bytes, rank: int, world: int) -> bytes:
+    """The trace as rank `rank` of `world` (distributedInfo rewritten; events unchanged)."""
+    info = b'"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d}' % (rank, world)
+    return re.sub(rb'"distributedInfo": \{[^}]*\}', info, text, count=1)
+
+
+def make(args: argparse.Namespace) -> None:
+    """Child process: write one case's files."""
+    with gzip.open(REAL) as f:
+        text = f.read()
+    kind, k, out = args.make
+    k, out = int(k), Path(out)
+    if kind == "scale":
+        (out / "rank1.json").write_bytes(scaled(text, k))
+    else:
+        for r in range(k):
+            (out / f"rank{r}.json").write_bytes(ranked(text, r, k))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scales", type=int, nargs="+", default=[1, 2, 5])
+    ap.add_argument("--scales", type=int, nargs="+", default=[1, 2, 5], help="one-file cases")
+    ap.add_argument("--ranks", type=int, default=8, help="files in the many-ranks case (0: none)")
     ap.add_argument("--no-hta", action="store_true", help="skip the peer")
-    ap.add_argument("--make", nargs=2, metavar=("K", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--make", nargs=3, metavar=("KIND", "K", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.make:  # child process: write one scaled trace
-        with gzip.open(REAL) as f:
-            Path(args.make[1]).write_bytes(scaled(f.read(), int(args.make[0])))
+    if args.make:
+        make(args)
         return
     hta_ok = (
         not args.no_hta
         and subprocess.run([sys.executable, "-c", "import hta"], capture_output=True).returncode
         == 0
     )
+    cases = [(f"x{k}", "scale", k) for k in args.scales]
+    cases += [(f"{args.ranks} ranks", "ranks", args.ranks)] if args.ranks else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k in args.scales:
-            d = Path(tmp) / f"x{k}"
+        for i, (label, kind, k) in enumerate(cases):
+            d = Path(tmp) / f"case{i}"
             d.mkdir()
-            trace = d / "rank1.json"
             # made in a child process: the kernel's peak RSS of a process started from this
             # one can include this one's, so this one must stay small
-            subprocess.run([sys.executable, __file__, "--make", str(k), str(trace)], check=True)
-            mb = trace.stat().st_size / 1e6
-            cw = [sys.executable, "-m", "dashboard", "ingest", str(trace), "--quiet", "--db"]
-            wall, rss = measure(
-                lambda tag, k=k, cw=cw: [*cw, str(Path(tmp) / f"x{k}-{tag}.duckdb")]
-            )
-            rows.append(("commwall", k, mb, wall, rss))
+            subprocess.run([sys.executable, __file__, "--make", kind, str(k), str(d)], check=True)
+            mb = sum(f.stat().st_size for f in d.iterdir()) / 1e6
+            cw = [sys.executable, "-m", "dashboard", "ingest", str(d), "--quiet", "--db"]
+            wall, rss = measure(lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")])
+            rows.append(("commwall", label, mb, wall, rss))
             if hta_ok:
                 code = f"from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir={str(d)!r})"
                 wall, rss = measure(lambda tag, code=code: [sys.executable, "-c", code])
-                rows.append(("HTA 0.5.0", k, mb, wall, rss))
+                rows.append(("HTA 0.5.0", label, mb, wall, rss))
     print(
-        f"{'tool':<10} {'scale':>5} {'MB':>8} {'wall s':>8} {'MB/s':>8} {'peak MB':>8} {'peak/file':>9}"
+        f"{'tool':<10} {'case':>8} {'MB':>8} {'wall s':>8} {'MB/s':>8} {'peak MB':>8} {'peak/MB':>8}"
     )
-    for tool, k, mb, wall, rss in rows:
+    for tool, label, mb, wall, rss in rows:
         print(
-            f"{tool:<10} {k:>5} {mb:>8.1f} {wall:>8.2f} {mb / wall:>8.1f} {rss:>8.0f} {rss / mb:>9.2f}"
+            f"{tool:<10} {label:>8} {mb:>8.1f} {wall:>8.2f} {mb / wall:>8.1f} {rss:>8.0f} {rss / mb:>8.2f}"
         )
     if hta_ok:
         print(
-            "\nratios (same file, same run): commwall throughput ÷ HTA, commwall peak memory ÷ HTA"
+            "\nratios (same files, same run): commwall throughput ÷ HTA, commwall peak memory ÷ HTA"
         )
-        by = {(t, k): (mb / w, r) for t, k, mb, w, r in rows}
-        for k in args.scales:
-            (cs, cr), (hs, hr) = by[("commwall", k)], by[("HTA 0.5.0", k)]
-            print(f"  x{k}: throughput {cs / hs:.1f}x, memory {cr / hr:.2f}x")
+        by = {(t, c): (mb / w, r) for t, c, mb, w, r in rows}
+        for label, _, _ in cases:
+            (cs, cr), (hs, hr) = by[("commwall", label)], by[("HTA 0.5.0", label)]
+            print(f"  {label}: throughput {cs / hs:.1f}x, memory {cr / hr:.2f}x")
 
 
 if __name__ == "__main__":
