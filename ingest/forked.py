@@ -1,11 +1,12 @@
-"""One job's items shared between this process and a forked child, for two cores on one file.
+"""One job's items shared between this process and forked children, for several cores on one
+file.
 
 Items are handed out through a pipe holding one token per item, so each process claims the
-next one as soon as it is free and neither waits while work remains (the make-jobserver
-trick). The child runs only the item function, on memory it shares copy-on-write with this
-process, and streams its results back pickled. Whatever goes wrong on the child's side (no fork
-on this platform, the child dies, a result that does not pickle) ends with its items done
-here, so no result is lost; an exception the function raises in the child is raised here.
+next one as soon as it is free and none waits while work remains (the make-jobserver trick).
+A child runs only the item function, on memory it shares copy-on-write with this process, and
+streams its results back pickled. Whatever goes wrong on a child's side (no fork on this
+platform, the child dies, a result that does not pickle) ends with its items done here, so no
+result is lost; an exception the function raises in a child is raised here.
 """
 
 from __future__ import annotations
@@ -34,13 +35,44 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def shared_map(fn: Callable[[int], R], n: int) -> list[R]:
-    """[fn(0), ..., fn(n - 1)], computed here and in a forked child at the same time."""
-    if n < 2 or n > MAX_ITEMS or not hasattr(os, "fork"):
+def shared_map(fn: Callable[[int], R], n: int, processes: int = 2) -> list[R]:
+    """[fn(0), ..., fn(n - 1)], computed here and in `processes - 1` forked children at once."""
+    children = min(processes, n) - 1
+    if children < 1 or n > MAX_ITEMS or not hasattr(os, "fork"):
         return [fn(i) for i in range(n)]
     tokens, w = os.pipe()
     os.write(w, b"".join(struct.pack("<i", i) for i in range(n)))
     os.close(w)
+    kids: list[tuple[int, threading.Thread, list]] = []
+    t = time.monotonic()
+    try:
+        for _ in range(children):
+            kids.append(_fork(fn, tokens))
+        mine = {i: fn(i) for i in _claims(tokens)}
+    except BaseException:
+        for pid, _, _ in kids:
+            os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(tokens)
+        for pid, reader, _ in kids:
+            reader.join(max(STUCK_S, 4 * (time.monotonic() - t)))
+            if reader.is_alive():
+                os.kill(pid, signal.SIGKILL)
+                reader.join()
+            os.waitpid(pid, 0)
+    theirs: dict[int, R] = {}
+    for _, _, got in kids:
+        ok, value = got[0] if got else (True, {})
+        if not ok:
+            raise value  # type: ignore[misc]
+        theirs.update(value)  # type: ignore[arg-type]
+    return [mine[i] if i in mine else theirs[i] if i in theirs else fn(i) for i in range(n)]
+
+
+def _fork(fn: Callable[[int], R], tokens: int) -> tuple[int, threading.Thread, list]:
+    """A child claiming items from `tokens`: (its pid, the thread receiving its results, the
+    list they arrive in)."""
     results, w = os.pipe()
     with warnings.catch_warnings():
         # Python 3.12+ warns about fork in a threaded process (DuckDB and progress bars start
@@ -53,23 +85,7 @@ def shared_map(fn: Callable[[int], R], n: int) -> list[R]:
     got: list[tuple[bool, object]] = []
     reader = threading.Thread(target=_receive, args=(results, got), daemon=True)
     reader.start()
-    t = time.monotonic()
-    try:
-        mine = {i: fn(i) for i in _claims(tokens)}
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        raise
-    finally:
-        os.close(tokens)
-        reader.join(max(STUCK_S, 4 * (time.monotonic() - t)))
-        if reader.is_alive():
-            os.kill(pid, signal.SIGKILL)
-            reader.join()
-        os.waitpid(pid, 0)
-    ok, theirs = got[0] if got else (True, {})
-    if not ok:
-        raise theirs  # type: ignore[misc]
-    return [mine[i] if i in mine else theirs[i] if i in theirs else fn(i) for i in range(n)]
+    return pid, reader, got
 
 
 def _child(fn: Callable[[int], R], tokens: int, results: int, w: int) -> None:  # pragma: no cover

@@ -216,7 +216,7 @@ def _np(col: pa.ChunkedArray) -> np.ndarray:
 _NO_ARGS = Args()
 _KEPT = msgspec.json.Decoder(list[Event])
 KINDS = pa.array([classify.OTHER, classify.COMPUTE, classify.COMM, classify.MEMORY])
-PARALLEL_PIECES = 8  # a file of fewer pieces (about 16 MB) is decoded in one process
+PARALLEL_PIECES = 8  # pieces (about 16 MB) per decoding process, at least
 I64 = pa.int64()
 _TS, _DUR, _CAT, _NAME, _PID, _TID = (
     attrgetter(f) for f in ("ts", "dur", "cat", "name", "pid", "tid")
@@ -265,18 +265,19 @@ def _detached(a: Args) -> Args:
 
 
 def _decode(trace: kineto_events.Trace, comm: re.Pattern[str], jobs: int) -> _Chunks:
-    """All events as column chunks: on the fast path, shared with a second process when the
-    file has enough pieces and `jobs` allows (0: as many as there are cores, up to two); on the
-    careful path when the fast path cannot decode the file."""
+    """All events as column chunks: on the fast path, shared with forked processes when the
+    file has enough pieces (PARALLEL_PIECES per process) and `jobs` allows (0: one per core);
+    on the careful path when the fast path cannot decode the file."""
     try:
         spans = trace.spans()
-        if len(spans) < PARALLEL_PIECES or min(jobs or 2, forked.cores()) < 2:
+        processes = min(jobs or forked.cores(), forked.cores(), len(spans) // PARALLEL_PIECES)
+        if processes < 2:
             return _Chunks().collect(trace.events(spans), comm)
         # the last piece brings the fields after the array: it is read here, first
         last = _Chunks().collect(trace.events(spans[-1:]), comm)
         inner = spans[:-1]
         parts = forked.shared_map(
-            lambda i: _Chunks().collect(trace.events(inner[i : i + 1]), comm), len(inner)
+            lambda i: _Chunks().collect(trace.events(inner[i : i + 1]), comm), len(inner), processes
         )
         out = _Chunks()
         for part in parts:

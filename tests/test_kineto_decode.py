@@ -41,16 +41,16 @@ def _same(a: Parsed, b: Parsed) -> None:
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.parent.name)
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, 2, 3])
 def test_pieces_give_the_careful_paths_tables(monkeypatch, path, jobs):
     careful = _careful(monkeypatch, path)
-    monkeypatch.setattr(kineto_events, "PIECE", 1 << 16)  # many pieces, so two processes
-    monkeypatch.setattr(forked, "cores", lambda: 2)
+    monkeypatch.setattr(kineto_events, "PIECE", 1 << 14)  # many pieces, so several processes
+    monkeypatch.setattr(forked, "cores", lambda: 4)
     calls = []
     monkeypatch.setattr(forked, "shared_map", _counting(forked.shared_map, calls))
     fast = kineto.parse(path, rank=0, jobs=jobs)
     _same(careful, fast)
-    assert len(calls) == (jobs == 2)
+    assert len(calls) == (jobs > 1)
     assert careful.tables["activities"].num_rows > 0
 
 
@@ -135,10 +135,11 @@ def test_items_are_shared_and_come_back_in_order():
         time.sleep(0.002)
         return i, os.getpid()
 
-    done = forked.shared_map(item, 200)
-    assert [i for i, _ in done] == list(range(200))
-    by = {p for _, p in done}
-    assert os.getpid() in by and len(by) == 2
+    for processes in (2, 3):
+        done = forked.shared_map(item, 200, processes)
+        assert [i for i, _ in done] == list(range(200))
+        by = {p for _, p in done}
+        assert os.getpid() in by and len(by) == processes
 
 
 def test_sharing_works_from_a_worker_thread():

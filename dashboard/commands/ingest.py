@@ -76,7 +76,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="processes that parse: N files at once, or one large file in two "
+        help="processes that parse: N files at once, or one large file in N pieces at once "
         "(default 0: as many as there are cores, for 64 MB of files or more; 1: this process)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
