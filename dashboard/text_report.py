@@ -111,6 +111,13 @@ def _model(m: dict, table: Table) -> str:
     for label, d in (("measured", measured), ("predicted", predicted or {})):
         if d.get("verdict"):
             lines.append(f"{label}: {d['verdict']} — {d['reason']}")
+    left_out = (predicted or {}).get("not_modelled")
+    if left_out:
+        ops = ", ".join(f"{op} ({n:g} per step)" for op, n in left_out.items())
+        lines.append(
+            f"not in the prediction: {ops}; their time is in the measured τ_comm, the model "
+            "covers all-reduce-equivalent traffic only"
+        )
     for f in (fit or {}).get("per_op", []):
         lines.append(
             f"fit {f['op']} over {f['n_ranks']} ranks ({f['n']} collectives): "

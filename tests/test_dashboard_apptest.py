@@ -293,6 +293,12 @@ def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path
     assert rows.loc["step time", "predicted"] == fmt_ms(model["predicted"]["step_ms"])
     assert rows.loc["step time", "measured"] == fmt_ms(model["measured"]["step_ms"])
     assert rows.loc["verdict", "measured"] == model["measured"]["verdict"]
+    left_out = model["predicted"]["not_modelled"]  # DLRM's embedding all-to-alls
+    assert list(left_out) == ["alltoall"]
+    assert [w.value for w in at.warning] == [
+        f"Not in the prediction: alltoall ({left_out['alltoall']:g} per step). Their time is in "
+        "the measured τ_comm; the model covers all-reduce-equivalent traffic (gradient sync) only."
+    ]
     assert len(charts(at)) == 1
     at.slider(key="wi_accum").set_value(8).run()
     s = whatif.with_knobs(

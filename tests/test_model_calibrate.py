@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import synthetic_traces as syn
-from conftest import memory_store
+from conftest import DLRM, memory_store
 
+from analysis import db
 from analysis.model.calibrate import calibrated_scenario, fit_ops, per_step, usable
 from analysis.model.hardware import NVLINK4, nvlink_of
 from analysis.model.scenario import comm_time
@@ -19,6 +20,7 @@ from analysis.model.section import (
     topology_facts,
 )
 from analysis.report import SECTIONS
+from ingest import store
 
 ALPHA_US, BUSBW_GBPS = 10.0, 100.0
 
@@ -192,3 +194,18 @@ def test_topology_from_nccl_log_when_not_every_rank_was_traced():
         8,
         "NCCL log",
     )
+
+
+def test_ops_outside_the_allreduce_model_are_named(section, tmp_path):
+    """The synthetic run is all all-reduce: nothing left out. DLRM's embedding all-to-alls
+    (real trace) are: the prediction says so instead of silently dropping their time."""
+    assert section["predicted"]["not_modelled"] == {}
+    con = store.connect(tmp_path / "d.duckdb")
+    store.ingest(con, "dlrm", sorted(DLRM.glob("*.gz")))
+    con.close()
+    con = db.open_db(tmp_path / "d.duckdb")
+    m = model_section(con, con.execute("SELECT run_id FROM runs").fetchone()[0])
+    by_op = m["measured"]["collectives_per_step_by_op"]
+    assert set(by_op) == {"allreduce", "alltoall"}
+    assert m["predicted"]["not_modelled"] == {"alltoall": by_op["alltoall"]}
+    assert by_op["alltoall"] >= 1

@@ -4,8 +4,10 @@
 the model's prediction for the same step from the fitted α-β ring; the fit (`alpha_us` per
 hop, `beta_GBps` the bus bandwidth B of T = steps·α + factor·S/B, per op in `per_op`).
 `bytes_per_step` and `collectives_per_step` count all-reduce-equivalents (a reduce-scatter or
-all-gather is half an all-reduce); the `_by_op` dicts give the raw figures. Times in ms,
-bandwidths in decimal GB/s.
+all-gather is half an all-reduce); the `_by_op` dicts give the raw figures;
+`predicted.not_modelled` counts per step the collectives the all-reduce model leaves out
+(all-to-all, broadcast, ...): their time is in the measured τ_comm, not in the prediction.
+Times in ms, bandwidths in decimal GB/s.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 
 from analysis.model.busbw import busbw_factor
 from analysis.model.calibrate import (
+    ALLREDUCE_EQUIVALENT,
     achieved_busbw_Bps,
     calibrated_scenario,
     fit_ops,
@@ -180,13 +183,18 @@ def _fit_dict(link: LinkFit, df: pd.DataFrame) -> dict:
     }
 
 
-def _predicted(s: Scenario, step: dict, peak_Bps: float | None) -> dict:
+def _predicted(s: Scenario, step: dict, peak_Bps: float | None, traffic: dict) -> dict:
     p = predict(s)
     out: dict[str, Any] = {
         "algorithm": "ring (fitted α, β)",
         "bytes_per_step": s.gradient_bytes,
         "collectives_per_step": p.n_collectives,
         "tau_comm_ms": p.comm_s * MS,
+        "not_modelled": {
+            op: n
+            for op, n in traffic["collectives_per_step"].items()
+            if op not in ALLREDUCE_EQUIVALENT
+        },
     }
     if p.step is not None:
         idle = step.get("idle_s") or 0.0
@@ -245,6 +253,6 @@ def model_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     return {
         "status": "calibrated",
         "measured": measured,
-        "predicted": None if s is None else _predicted(s, step, peak and peak * 1e9),
+        "predicted": None if s is None else _predicted(s, step, peak and peak * 1e9, traffic),
         "fit": {**_fit_dict(main, df), "per_op": [_fit_dict(x, df) for x in links]},
     }

@@ -60,6 +60,12 @@ st.caption(
     f"{fmt_ratio(fit.get('beta_GBps'))} GB/s (R² {fmt_ratio(fit.get('r2'))}). The model counts "
     "transfer time only: the gap to the measured step is waiting for late ranks and host time."
 )
+if predicted.get("not_modelled"):
+    ops = ", ".join(f"{md(op)} ({n:g} per step)" for op, n in predicted["not_modelled"].items())
+    st.warning(
+        f"Not in the prediction: {ops}. Their time is in the measured τ_comm; the model covers "
+        "all-reduce-equivalent traffic (gradient sync) only."
+    )
 
 s = data.scenario(v.path, v.run, v.fp)
 if s is None:
