@@ -176,6 +176,7 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     assert texts(at.error)[0].startswith("**communication wall**: exposed communication is 39.7%")
     shown_table = table(at, "metric", "measured", "predicted")
     assert list(shown_table["measured"]) == list(shown.values())
+    assert "Gradient sync only: leaves out alltoall (see the Model page)." in texts(at.caption)
 
 
 def charts(at):

@@ -58,6 +58,12 @@ with right:
     if predicted_v:
         shown = st.success if predicted_v["verdict"] == COMPUTE_BOUND else st.error
         shown(f"**{predicted_v['verdict']}**: {predicted_v['reason']}")
+        if predicted.get("not_modelled"):
+            st.caption(
+                "Gradient sync only: leaves out "
+                + ", ".join(md(op) for op in predicted["not_modelled"])
+                + " (see the Model page)."
+            )
     else:
         missing("The model's prediction", "It needs collectives with sizes (" + UPLOAD_TRACES + ")")
 
