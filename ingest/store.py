@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
@@ -220,22 +220,23 @@ def _outcomes(
         return parse_one(path, opts)
 
     workers = 1 if parse else parallel.workers_for(paths, opts.jobs, forked.cores())
-    if workers == 1:
-        for p in paths:
-            yield p, partial(_parse_new, con, rid, p, one, hasher)
-        return
     known = set(
         con.execute("SELECT path, size_bytes FROM files WHERE run_id = ?", [rid]).fetchall()
     )
-    fresh = [(str(p), _size(p)) not in known for p in paths]
-    ahead = parallel.outcomes([p for p, f in zip(paths, fresh, strict=True) if f], opts, workers)
+    seen = [(str(p), _size(p)) in known for p in paths]
+    if workers == 1:
+        for p, was in zip(paths, seen, strict=True):
+            yield p, partial(_parse_here, con, rid, p, one, hasher, was)
+        return
+    fresh = [p for p, was in zip(paths, seen, strict=True) if not was]
+    ahead = parallel.outcomes(fresh, opts, workers)
     try:
-        for p, is_fresh in zip(paths, fresh, strict=True):
-            if is_fresh:
+        for p, was in zip(paths, seen, strict=True):
+            if was:  # likely a file the run has: hash first, here
+                yield p, partial(_parse_here, con, rid, p, one, hasher, True)
+            else:
                 _, future = next(ahead)
-                yield p, partial(_settle, con, rid, future)
-            else:  # likely a file the run has: hash first, here
-                yield p, partial(_parse_new, con, rid, p, one, hasher)
+                yield p, partial(lambda f: _settle(con, rid, f.result()), future)
     finally:
         ahead.close()
 
@@ -248,11 +249,11 @@ def _size(path: Path) -> int | None:
 
 
 def _settle(
-    con: duckdb.DuckDBPyConnection, rid: int, future: Future[parallel.Outcome]
+    con: duckdb.DuckDBPyConnection, rid: int, outcome: parallel.Outcome
 ) -> tuple[str, Parsed | None]:
-    """A worker's outcome as `_parse_new` gives it: known content is skipped, even when the
-    file no longer parses."""
-    digest, parsed, error = future.result()
+    """(sha256, parsed or None) of a hash-and-parse outcome: content the run has is skipped,
+    even when the file no longer parses; otherwise a parse error is raised."""
+    digest, parsed, error = outcome
     if digest is not None and _has_digest(con, rid, digest):
         return digest, None
     if error is not None:
@@ -260,32 +261,26 @@ def _settle(
     return digest, parsed  # type: ignore[return-value]
 
 
-def _parse_new(
+def _parse_here(
     con: duckdb.DuckDBPyConnection,
     rid: int,
     path: Path,
     parse: Callable[[Path], Parsed],
     hasher: ThreadPoolExecutor,
+    seen: bool,
 ) -> tuple[str, Parsed | None]:
     """(sha256, parsed file), parsed None when run `rid` already has this content. The hash is
-    taken on another thread while the file is parsed, unless the run has a file of this path
-    and size: then it is likely the same file, and hashing first spares a parse."""
-    seen = con.execute(
-        "SELECT 1 FROM files WHERE run_id = ? AND path = ? AND size_bytes = ?",
-        [rid, str(path), path.stat().st_size],
-    ).fetchone()
+    taken on another thread while the file is parsed, unless `seen` (the run has a file of this
+    path and size): then it is likely the same file, and hashing first spares a parse."""
     if seen:
         digest = sha256_of(path)
         return digest, None if _has_digest(con, rid, digest) else parse(path)
     pending = hasher.submit(sha256_of, path)
     try:
-        parsed = parse(path)
-    except IngestError:
-        if _has_digest(con, rid, pending.result()):
-            return pending.result(), None
-        raise
-    digest = pending.result()
-    return digest, None if _has_digest(con, rid, digest) else parsed
+        parsed, error = parse(path), None
+    except IngestError as e:
+        parsed, error = None, e
+    return _settle(con, rid, (pending.result(), parsed, error))
 
 
 def _background() -> None:
