@@ -10,7 +10,7 @@ processes): the sum of the processes' proportional set sizes (physical memory, a
 split between its sharers), sampled every 10 ms, and never less than the largest single
 process's peak resident set from the kernel (os.wait4). Usage:
 
-    python benchmarks/ingest.py [--scales 1 2 5] [--ranks 8] [--no-hta]
+    python benchmarks/ingest.py [--scales 1 2 5] [--ranks 8] [--dirs DIR ...] [--no-hta]
 """
 
 from __future__ import annotations
@@ -125,8 +125,11 @@ def make(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scales", type=int, nargs="+", default=[1, 2, 5], help="one-file cases")
+    ap.add_argument("--scales", type=int, nargs="*", default=[1, 2, 5], help="one-file cases")
     ap.add_argument("--ranks", type=int, default=8, help="files in the many-ranks case (0: none)")
+    ap.add_argument(
+        "--dirs", type=Path, nargs="*", default=[], help="directories of your own traces, as is"
+    )
     ap.add_argument("--no-hta", action="store_true", help="skip the peer")
     ap.add_argument("--make", nargs=3, metavar=("KIND", "K", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -140,15 +143,18 @@ def main() -> None:
     )
     cases = [(f"x{k}", "scale", k) for k in args.scales]
     cases += [(f"{args.ranks} ranks", "ranks", args.ranks)] if args.ranks else []
+    cases += [(d.name, "dir", d) for d in args.dirs]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, kind, k) in enumerate(cases):
-            d = Path(tmp) / f"case{i}"
-            d.mkdir()
-            # made in a child process: the kernel's peak RSS of a process started from this
-            # one can include this one's, so this one must stay small
-            subprocess.run([sys.executable, __file__, "--make", kind, str(k), str(d)], check=True)
-            mb = sum(f.stat().st_size for f in d.iterdir()) / 1e6
+            d = k if kind == "dir" else Path(tmp) / f"case{i}"
+            if kind != "dir":
+                d.mkdir()
+                # made in a child process: the kernel's peak RSS of a process started from this
+                # one can include this one's, so this one must stay small
+                cmd = [sys.executable, __file__, "--make", kind, str(k), str(d)]
+                subprocess.run(cmd, check=True)
+            mb = sum(f.stat().st_size for f in d.iterdir()) / 1e6  # as stored (gzip: compressed)
             cw = [sys.executable, "-m", "dashboard", "ingest", str(d), "--quiet", "--db"]
             wall, rss = measure(lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")])
             rows.append(("commwall", label, mb, wall, rss))
