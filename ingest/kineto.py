@@ -239,13 +239,14 @@ def _kept_rows(
 ) -> np.ndarray:
     """Rows of a batch whose args matter beyond their columns: steps, host collective ops
     (`record_param_comms`, `nccl:*`, `gloo:*`, ...) and communication kernels."""
+    values = names.dictionary.to_pylist()
     host = [
         i
-        for i, n in enumerate(names.dictionary.to_pylist())
+        for i, n in enumerate(values)
         if n.startswith(("ProfilerStep#", "nccl:", "record_param_comms"))
         or classify.HOST_COMM.match(n)
     ]
-    commk = [i for i, n in enumerate(names.dictionary.to_pylist()) if comm.search(n)]
+    commk = [i for i, n in enumerate(values) if comm.search(n)]
     kernel = [i for i, c in enumerate(cats.dictionary.to_pylist()) if c == "kernel"]
     n_idx, c_idx = names.indices.to_numpy(False), cats.indices.to_numpy(False)
     mask = np.isin(n_idx, host) | (np.isin(n_idx, commk) & np.isin(c_idx, kernel))
