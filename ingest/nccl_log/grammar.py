@@ -113,8 +113,10 @@ TUNING_OLD_HEADER = C(r"^Latency/AlgBw \|(?P<cells>.*)$")
 TUNING_ALGOS = C(r"^ *Algorithm +\|(?P<cells>.*)$")
 TUNING_PROTOS = C(r"^ *Protocol +\|(?P<cells>.*)$")
 TUNING_THREADS = C(r"^ *Max NThreads \|(?P<cells>.*)$")
-TUNING_ROW = C(r"^ *(?P<func>[A-Za-z]+) \|(?P<cells>(?: *-?[\d.]+/ *-?[\d.]+ \|)+)$")
-TUNING_CELL = C(r"(-?[\d.]+)/ *(-?[\d.]+)")
+#: A number of a tuning table cell (`12.5`, `-1`, `0`).
+_NUM = r"-?\d+(?:\.\d+)?"
+TUNING_ROW = C(rf"^ *(?P<func>[A-Za-z]+) \|(?P<cells>(?: *{_NUM}/ *{_NUM} \|)+)$")
+TUNING_CELL = C(rf"({_NUM})/ *({_NUM})")
 TUNING_MATRIX = C(r"^Enabled NCCL Func/Proto/Algo Matrix:?$")
 
 ENV = C(r"^(?P<name>NCCL_\w+) set (?:by environment )?to (?P<value>.*?)\.?$")

@@ -29,8 +29,8 @@ from ingest.collective_names import normalize_op
 from ingest.nccl_log import grammar as g
 from ingest.nccl_log.chunk import classify_lines, line_array, split_colls
 from ingest.nccl_log.coll_batch import parse_tails
-from ingest.nccl_log.prefix import CORE, LEVEL_TOKEN, NO_OUTER, Outer, clean, outer
-from ingest.nccl_log.tables import SCHEMAS, Spool, rows_table
+from ingest.nccl_log.prefix import LEVEL_TOKEN, NO_OUTER, Outer, clean, core, outer
+from ingest.nccl_log.tables import SCHEMAS, Spool, column, rows_table
 from ingest.nccl_log.torch_lines import TorchLine, classify
 
 #: Distinct line heads remembered by the COLL fast path before the cache is reset.
@@ -41,6 +41,12 @@ _OP = re.compile(r"(?:[A-Za-z]+:)?")
 WORKERS = 2
 #: Characters of an unknown line kept.
 MAX_TEXT = 4096
+#: A line longer than this is not read (counted as kind `too_long`): NCCL's longest lines, the
+#: ring orders of a 4096-rank job, are about 20,000 characters.
+MAX_LINE_CHARS = 1 << 16
+#: A run of more digits than this is no NCCL value (int64 has 19): the line is counted as
+#: kind `out_of_range` instead of being read.
+_LONG_NUMBER = re.compile(r"\d{20}")
 
 _COMM_COLS = list(SCHEMAS["nccl_communicators"].names)
 _PROC_COLS = list(SCHEMAS["nccl_processes"].names)
@@ -131,7 +137,8 @@ class LogParser:
             h = self.heads.get(head)
             if h is None:
                 line = clean(head)
-                m = CORE.search(line + " ")
+                readable = len(line) <= MAX_LINE_CHARS and not _LONG_NUMBER.search(line)
+                m = core(line + " ") if readable else None
                 op = (m.group("msg") or "").strip() if m else ""
                 ok = m and m.group("level") in ("INFO", "TRACE") and _OP.fullmatch(op)
                 h = len(self.head_info) if ok else -1
@@ -153,7 +160,7 @@ class LogParser:
         info = self.head_info
         cols = {
             "proc": pa.array([i[0] for i in info], pa.int32()),
-            "dev": pa.array([i[1] for i in info], pa.int32()),
+            "dev": column([i[1] for i in info], pa.int32()),
             "nccl_op": pa.array([i[2] for i in info], pa.string()),
             "op": pa.array([i[3] for i in info], pa.string()),
         }
@@ -181,7 +188,13 @@ class LogParser:
 
     def _line(self, raw: bytes) -> None:
         line = clean(raw)
-        m = CORE.search(line)
+        if len(line) > MAX_LINE_CHARS:
+            self._unreadable("too_long", None, line)
+            return
+        if _LONG_NUMBER.search(line):
+            self._unreadable("out_of_range", None, line)
+            return
+        m = core(line)
         if m is None:
             self._unprefixed(line)
             return
@@ -194,7 +207,12 @@ class LogParser:
         if level == "WARN":
             self._warn(m, proc, line[: m.start()])
         elif level != "CALL":
-            family = self._message(msg, proc, dev, tid)
+            try:
+                family = self._message(msg, proc, dev, tid)
+            except (ValueError, OverflowError):  # a value no column can hold
+                self.count["damaged"] += 1
+                self._unknown(proc, "out_of_range", line)
+                return
             if family is None and g.BENIGN.match(msg) is None:
                 self.after_unwind[(proc, tid)] = False
                 self._unknown(proc, "unknown", line)
@@ -233,6 +251,13 @@ class LogParser:
             self.count["nccl"] += 1
             self.count["damaged"] += 1
             self._unknown(None, "damaged", line)
+
+    def _unreadable(self, kind: str, proc: int | None, line: str) -> None:
+        """A line too long, or with a number out of range, counted as NCCL's when it names
+        NCCL (the caller only passes lines that mention it) and kept (cut) for the report."""
+        self.count["nccl"] += 1
+        self.count["damaged"] += 1
+        self._unknown(proc, kind, line)
 
     def _unknown(self, proc: int | None, kind: str, line: str) -> None:
         self.count["unknown"] += 1
