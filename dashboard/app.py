@@ -5,11 +5,16 @@ Started by `commwall serve --db FILE` (which sets COMMWALL_DB); see docs/dashboa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from dashboard import nav, session
 
-st.set_page_config(page_title="commwall", page_icon=":material/lan:", layout="wide")
+# A file of the package, served by the app itself: a `:material/…:` or emoji icon would be
+# fetched from a font CDN on every page (an error offline, as on many clusters).
+FAVICON = Path(__file__).with_name("favicon.svg")
+st.set_page_config(page_title="commwall", page_icon=str(FAVICON), layout="wide")
 pages = [st.Page(p, title=t, icon=i) for p, t, i in nav.PAGES.values()]
 page = st.navigation(pages)
 st.sidebar.title("commwall")
