@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 
 import duckdb
 import pandas as pd
@@ -14,6 +15,7 @@ import pytest
 import streamlit as st
 from conftest import DLRM, ROOT, SAMPLES
 from dashboard_support import ingest_dir, overview_metrics, report_of, upload_files
+from kineto_truth import gpu_steps
 from nccl_log_gen import Job, make_log
 from streamlit.testing.v1 import AppTest
 
@@ -172,7 +174,12 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     s = reports["dlrm"]["summary"]
     shown = {m.label: m.value for m in at.metric}
     assert shown == overview_metrics(s)
-    assert shown["Step time"] == "14.808 ms" and shown["Overlap η"] == "0.239"
+    # the headline from the raw files by plain Python (tests/kineto_truth.py): medians over the
+    # eight ranks of the one step's window length and η
+    truth = [gpu_steps(p)[10] for p in sorted(DLRM.glob("*.gz"))]
+    step_ms = statistics.median(t["step_ns"] for t in truth) / 1e6
+    assert shown["Step time"] == f"{step_ms:.3f} ms" == "14.808 ms"
+    assert shown["Overlap η"] == f"{statistics.median(t['eta'] for t in truth):.3f}"
     assert texts(at.error)[0].startswith("**communication wall**: exposed communication is 39.7%")
     shown_table = table(at, "metric", "measured", "predicted")
     assert list(shown_table["measured"]) == list(shown.values())
