@@ -9,49 +9,140 @@ per-hop α and bus bandwidth of the dominant op make a `Scenario` for what-ifs.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from analysis.model.busbw import busbw_factor
+from analysis.model.busbw import busbw_factor, ring_steps
 from analysis.model.collectives import Link, Topology
-from analysis.model.fit import LinkFit, fit_alpha_beta, to_link
+from analysis.model.fit import LinkFit, clean, to_link
+from analysis.model.heldout import cross_validated_ape
+from analysis.model.heldout import status as heldout_status
+from analysis.model.regimes import RegimeFit, fit_regimes
 from analysis.model.scenario import Scenario
 
-#: Ops with a bus-bandwidth convention; the others (send/recv, barrier) are not fitted.
-FITTED_OPS = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "reduce")
-#: Weight of each op in ring-equivalent all-reduce bytes and counts: a ring all-reduce of m
-#: costs exactly a reduce-scatter plus an all-gather of m.
-ALLREDUCE_EQUIVALENT = {"allreduce": 1.0, "reduce_scatter": 0.5, "allgather": 0.5}
-BOOTSTRAP_MAX_ROWS = 5000
+#: Ops with a bus-bandwidth convention (every collective kind and point-to-point); barrier
+#: and unknown ops are not fitted.
+FITTED_OPS = (
+    "allreduce",
+    "reduce_scatter",
+    "allgather",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "send",
+    "recv",
+    "sendrecv",
+)
+
+
+def allreduce_equivalent(op: str, n: int) -> tuple[float, float]:
+    """(bytes weight, count weight) of one `op` collective on `n` ranks as ring all-reduces:
+    its bandwidth term factor·S/B over the all-reduce's 2(n−1)/n·S/B, its latency steps over
+    the all-reduce's 2(n−1). Reduce-scatter, all-gather and all-to-all are half an all-reduce
+    of the same S (a ring all-reduce is exactly a reduce-scatter plus an all-gather)."""
+    if n < 2:
+        return 0.0, 0.0
+    return (
+        busbw_factor(op, n) / busbw_factor("allreduce", n),
+        ring_steps(op, n) / ring_steps("allreduce", n),
+    )
 
 
 def usable(df: pd.DataFrame) -> pd.DataFrame:
     """Instances fit for calibration: a fitted op, positive bytes and transfer time, ranks
-    agreeing on the size, >= 2 ranks; adds `n` (group size, else ranks seen) and `time_s`."""
-    n = df["group_size"].fillna(df["n_ranks"])
+    agreeing on the size, and seen on >= 2 ranks (a transfer time needs the last arrival of
+    at least two ranks; one rank's kernel duration is mostly waiting and never used). Adds
+    `n` (the group size, else the ranks seen) and `time_s`."""
+    seen = df["n_ranks"].fillna(0)
+    n = df["group_size"].fillna(df["n_ranks"]).fillna(0)
     ok = (
         df["op"].isin(FITTED_OPS)
         & (df["bytes"].fillna(0) > 0)
         & (df["transfer_ns"].fillna(0) > 0)
         & ~df["size_mismatch"].fillna(False).astype(bool)
+        & (seen >= 2)
         & (n >= 2)
     )
     out = df[ok].assign(n=n[ok].astype(int), time_s=df.loc[ok, "transfer_ns"] * 1e-9)
     return out.astype({"bytes": float})
 
 
-def fit_ops(df: pd.DataFrame, bootstrap: int = 100) -> list[LinkFit]:
-    """One fit per (op, n) of the usable instances with >= 2 rows, most bytes first; bootstrap
-    CIs only for groups of at most BOOTSTRAP_MAX_ROWS rows (larger ones have tight CIs and
-    would make the report slow)."""
+@dataclass(frozen=True)
+class OpFit:
+    """The calibration of one (op, n): regimes (each mapped onto the ring model), held-out
+    errors of every row, status, and the bytes it carried (for ordering)."""
+
+    op: str
+    n_ranks: int
+    regimes: RegimeFit
+    links: tuple[LinkFit, ...]
+    heldout: np.ndarray
+    status: str
+    total_bytes: float
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the held-out error is small enough to act on."""
+        return self.status == "calibrated"
+
+    def link_for(self, size_bytes: float) -> LinkFit:
+        """The regime's ring mapping that predicts `size_bytes`."""
+        seg = self.regimes.segment_for(size_bytes)
+        return self.links[self.regimes.segments.index(seg)]
+
+    def predict(self, size_bytes: np.ndarray | float) -> np.ndarray:
+        """Predicted transfer time (s)."""
+        return self.regimes.predict(size_bytes)
+
+
+def median_message(df: pd.DataFrame, op: str, n: int) -> float:
+    """The byte-weighted median message size of the usable `op` instances on `n` ranks (half
+    of the bytes move in messages up to this size)."""
     u = usable(df)
-    fits = []
-    for (op, n), g in u.groupby(["op", "n"], sort=False):
-        if len(g) >= 2:
-            k = bootstrap if len(g) <= BOOTSTRAP_MAX_ROWS else 0
-            fit = fit_alpha_beta(g["bytes"].to_numpy(), g["time_s"].to_numpy(), k)
-            fits.append((g["bytes"].sum(), to_link(op, int(n), fit)))
-    return [f for _, f in sorted(fits, key=lambda x: -x[0])]
+    b = u.loc[(u["op"] == op) & (u["n"] == n), "bytes"].sort_values()
+    return float(b.iloc[int(np.searchsorted(b.cumsum().to_numpy(), b.sum() / 2))])
+
+
+def _regime_predictor(s: np.ndarray, t: np.ndarray):
+    return fit_regimes(s, t).predict
+
+
+def fit_op(op: str, n: int, size_bytes: np.ndarray, time_s: np.ndarray) -> OpFit | str:
+    """Calibrate one (op, n) on its rows; a reason ('not calibrated: ...') instead of raising."""
+    s, t = clean(size_bytes, time_s)
+    if len(s) < 2:
+        return f"not calibrated: {len(s)} usable instance(s), need 2"
+    try:
+        regimes = fit_regimes(s, t)
+        links = tuple(to_link(op, n, f) for f in regimes.segments)
+    except (ValueError, np.linalg.LinAlgError) as e:
+        return f"not calibrated: {e}"
+    errors = cross_validated_ape(s, t, _regime_predictor)
+    st = heldout_status(errors, regimes.slope_known)
+    return OpFit(op, n, regimes, links, errors, st, float(s.sum()))
+
+
+def fit_ops(df: pd.DataFrame, bootstrap: int = 0) -> list[OpFit]:
+    """One calibration per (op, n) of the usable instances that can be fitted, most bytes
+    first. `bootstrap` is accepted for compatibility; confidence comes from held-out error."""
+    out = []
+    for (op, n), g in usable(df).groupby(["op", "n"], sort=False):
+        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy())
+        if isinstance(f, OpFit):
+            out.append(f)
+    return sorted(out, key=lambda f: -f.total_bytes)
+
+
+def op_statuses(df: pd.DataFrame) -> dict[str, str]:
+    """Why each (op, n) of the run with instances was not fitted: 'op/n' → reason."""
+    out = {}
+    for (op, n), g in usable(df).groupby(["op", "n"], sort=False):
+        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy())
+        if isinstance(f, str):
+            out[f"{op}/{n}"] = f
+    return out
 
 
 def achieved_busbw_Bps(df: pd.DataFrame, op: str, n: int) -> float | None:
@@ -66,18 +157,22 @@ def achieved_busbw_Bps(df: pd.DataFrame, op: str, n: int) -> float | None:
 def per_step(df: pd.DataFrame) -> dict:
     """Medians over steps of the usable instances: bytes_per_step and collectives_per_step
     per op, transfer_s (summed transfer time), allreduce_equivalent_bytes and
-    allreduce_equivalent_count (see ALLREDUCE_EQUIVALENT); scope 'steps' or 'whole trace'
-    (instances outside steps are dropped when there are steps)."""
+    allreduce_equivalent_count (every op weighted by `allreduce_equivalent`); scope 'steps'
+    or 'whole trace' (instances outside steps are dropped when there are steps)."""
     u = usable(df)
     scope = "steps" if u["step"].notna().any() else "whole trace"
     if scope == "steps":
         u = u[u["step"].notna()]
     key = u["step"] if scope == "steps" else pd.Series(0, index=u.index)
-    w = u["op"].map(ALLREDUCE_EQUIVALENT).fillna(0.0)
-    steps = pd.DataFrame({"key": key, "op": u["op"], "bytes": u["bytes"], "t": u["time_s"], "w": w})
+    eq = [allreduce_equivalent(op, n) for op, n in zip(u["op"], u["n"], strict=True)]
+    wb = pd.Series([e[0] for e in eq], index=u.index, dtype=float)
+    wc = pd.Series([e[1] for e in eq], index=u.index, dtype=float)
+    steps = pd.DataFrame(
+        {"key": key, "op": u["op"], "bytes": u["bytes"], "t": u["time_s"], "wb": wb, "w": wc}
+    )
     by_op = steps.groupby(["key", "op"]).agg(bytes=("bytes", "sum"), count=("bytes", "size"))
     med = by_op.groupby("op").median()
-    totals = steps.assign(eb=steps["bytes"] * steps["w"]).groupby("key")
+    totals = steps.assign(eb=steps["bytes"] * steps["wb"]).groupby("key")
     return {
         "scope": scope,
         "n_steps": int(steps["key"].nunique()),
@@ -101,9 +196,40 @@ def calibrated_scenario(
     n_coll = max(1, round(count))
     return Scenario(
         gradient_bytes=m,
-        topology=Topology(link.n_ranks, Link(link.bandwidth_Bps, link.alpha_s or 0.0)),
+        topology=Topology(link.n_ranks, Link(link.bandwidth_Bps, link.alpha_s)),
         compute_s=compute_s,
         eta=0.0 if eta is None or math.isnan(eta) else min(max(eta, 0.0), 1.0),
         bucket_bytes=m / n_coll if n_coll > 1 else None,
         algorithm="ring",
     )
+
+
+def predicted_transfer(fits: list[OpFit], df: pd.DataFrame) -> dict:
+    """Per-step transfer time (s) the calibration predicts for every usable instance: by its
+    own (op, n) fit, else with the per-hop α and bus bandwidth of the main fit in the op's own
+    ring cost `steps(op, n)·α + factor(op, n)·S/B`. Medians over steps of the per-step sums:
+    `transfer_s` and `transfer_s_by_op`."""
+    u = usable(df)
+    if u["step"].notna().any():
+        u = u[u["step"].notna()]
+    if u.empty or not fits:
+        return {"transfer_s": 0.0, "transfer_s_by_op": {}}
+    own = {(f.op, f.n_ranks): f for f in fits}
+    main = fits[0]
+    pred = np.empty(len(u))
+    for i, (op, n, size) in enumerate(zip(u["op"], u["n"], u["bytes"], strict=True)):
+        f = own.get((op, n))
+        if f is not None:
+            pred[i] = f.predict(size)[0]
+        else:
+            link = main.link_for(size)
+            pred[i] = ring_steps(op, n) * link.alpha_s + busbw_factor(op, n) * size / (
+                link.bandwidth_Bps
+            )
+    key = u["step"].fillna(0)
+    t = pd.DataFrame({"key": key.to_numpy(), "op": u["op"].to_numpy(), "t": pred})
+    by_op = t.groupby(["key", "op"])["t"].sum().groupby("op").median()
+    return {
+        "transfer_s": float(t.groupby("key")["t"].sum().median()),
+        "transfer_s_by_op": {str(op): float(v) for op, v in by_op.items()},
+    }

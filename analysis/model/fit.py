@@ -1,9 +1,11 @@
-"""Robust α-β fit of collective times: t = a + b·S (MODEL.md §6).
+"""Robust α-β fit of collective times: t = a + b·S (MODEL.md §6), one line per size regime.
 
 Rows are (S bytes, transfer time s) of matched collectives — transfer time, never a rank's
 kernel duration (mostly waiting). The loss is Huber on relative residuals (t − a − b·S)/t,
 solved by iteratively reweighted least squares: relative, so small messages are not drowned
 by large ones; Huber, so stragglers and congestion (heavy upper tails) get bounded influence.
+The solver uses a pseudo-inverse: singular designs (one size, resampled duplicates) give the
+minimum-norm answer instead of an exception.
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ import numpy as np
 from analysis.model.busbw import busbw_factor, ring_steps
 
 HUBER_C = 1.345
+#: Sizes must span this many decades for α to be called identifiable (a flag only: the
+#: intercept is fitted whenever there are two distinct sizes).
 MIN_DECADES = 3.0
 
 
 @dataclass(frozen=True)
 class AlphaBetaFit:
-    """t = latency_s + s_per_byte·S; r2 is None when the times do not vary. latency_s is None
-    when the sizes span fewer than `MIN_DECADES` decades (α not identifiable: the line is then
-    forced through 0, so 1/s_per_byte is an effective bandwidth that includes latency). CIs
-    are bootstrap 2.5–97.5 % percentiles (None without bootstrap)."""
+    """t = latency_s + s_per_byte·S; r2 is None when the times do not vary. `identifiable`
+    says whether the sizes span `MIN_DECADES` decades (else α and β trade off against each
+    other and the line is only trustworthy inside the fitted sizes). CIs are bootstrap
+    2.5–97.5 % percentiles (None without bootstrap)."""
 
-    latency_s: float | None
+    latency_s: float
     s_per_byte: float
     n: int
     decades: float
@@ -33,29 +37,36 @@ class AlphaBetaFit:
     residual_cv: float
     latency_ci_s: tuple[float, float] | None = None
     s_per_byte_ci: tuple[float, float] | None = None
+    min_bytes: float = 0.0
+    max_bytes: float = float("inf")
 
     @property
     def identifiable(self) -> bool:
         """Whether the sizes span enough decades to separate α from β."""
-        return self.latency_s is not None
+        return self.decades >= MIN_DECADES
 
     def predict(self, size_bytes: np.ndarray | float) -> np.ndarray | float:
         """Predicted time (s) of messages of `size_bytes`."""
-        return (self.latency_s or 0.0) + self.s_per_byte * np.asarray(size_bytes, dtype=float)
+        return self.latency_s + self.s_per_byte * np.asarray(size_bytes, dtype=float)
+
+
+def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares x·c ≈ y for a batch (x: k×n×p, y: k×n) by pseudo-inverse: never raises on
+    singular designs (minimum-norm solution)."""
+    return (np.linalg.pinv(x) @ y[..., None])[..., 0]
 
 
 def _irls(s: np.ndarray, t: np.ndarray, intercept: bool, iters: int = 50) -> np.ndarray:
     """Huber IRLS of t ≈ a + b·s on relative residuals, for a batch of samples (rows of the
-    2-D arrays s, t); returns an array of (a, b) rows with a >= 0 (a fit whose intercept comes
-    out negative is redone through the origin) and b >= 0."""
+    2-D arrays s, t); returns an array of (a, b) rows with a >= 0 and b >= 0 (a negative
+    intercept is refitted through the origin, a negative slope as the median time)."""
     scale = s.max(axis=1, keepdims=True)
     ones = np.ones_like(s)
     x = np.stack([ones, s / scale], axis=-1) if intercept else (s / scale)[..., None]
     w, coef = ones, np.zeros(x.shape[::2])
     for _ in range(iters):
         sw = np.sqrt(w) / t
-        q, r = np.linalg.qr(x * sw[..., None])
-        new = np.linalg.solve(r, q.transpose(0, 2, 1) @ (t * sw)[..., None])[..., 0]
+        new = _solve(x * sw[..., None], t * sw)
         res = (t - (x @ new[..., None])[..., 0]) / t
         mad = np.median(np.abs(res - np.median(res, axis=1, keepdims=True)), axis=1) / 0.6745
         u = np.abs(res) / np.maximum(HUBER_C * mad, 1e-300)[:, None]
@@ -67,13 +78,23 @@ def _irls(s: np.ndarray, t: np.ndarray, intercept: bool, iters: int = 50) -> np.
     out = np.zeros((len(s), 2))
     if intercept:
         out[:, 0], out[:, 1] = coef[:, 0], coef[:, 1] / scale[:, 0]
-        neg = out[:, 0] < 0
-        if neg.any():
-            out[neg] = _irls(s[neg], t[neg], intercept=False, iters=iters)
+        neg_a, neg_b = out[:, 0] < 0, out[:, 1] < 0
+        if neg_a.any():
+            out[neg_a] = _irls(s[neg_a], t[neg_a], intercept=False, iters=iters)
+        flat = neg_b & ~neg_a
+        out[flat, 0], out[flat, 1] = np.median(t[flat], axis=1), 0.0
     else:
         out[:, 1] = coef[:, 0] / scale[:, 0]
     out[:, 1] = np.maximum(out[:, 1], 0.0)
     return out
+
+
+def clean(size_bytes: np.ndarray, time_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with finite positive size and time, as float arrays."""
+    s = np.asarray(size_bytes, dtype=float)
+    t = np.asarray(time_s, dtype=float)
+    keep = (s > 0) & (t > 0) & np.isfinite(s) & np.isfinite(t)
+    return s[keep], t[keep]
 
 
 def fit_alpha_beta(
@@ -82,39 +103,39 @@ def fit_alpha_beta(
     bootstrap: int = 0,
     seed: int = 0,
 ) -> AlphaBetaFit:
-    """Fit t = a + b·S to positive sizes and times (at least 2 rows, 2 distinct sizes for a
-    slope). `bootstrap` resamples give confidence intervals (deterministic for a `seed`)."""
-    s = np.asarray(size_bytes, dtype=float)
-    t = np.asarray(time_s, dtype=float)
-    keep = (s > 0) & (t > 0) & np.isfinite(s) & np.isfinite(t)
-    s, t = s[keep], t[keep]
+    """Fit t = a + b·S to positive sizes and times. Raises ValueError (only) when there are
+    fewer than 2 rows or fewer than 2 distinct sizes; `bootstrap` resamples give confidence
+    intervals (deterministic for a `seed`)."""
+    s, t = clean(size_bytes, time_s)
     if len(s) < 2:
         raise ValueError("need at least 2 rows with positive size and time")
+    if s.min() == s.max():
+        raise ValueError(f"all {len(s)} rows have one size ({s[0]:.0f} B): no slope")
     decades = float(np.log10(s.max() / s.min()))
-    intercept = decades >= MIN_DECADES
-    a, b = _irls(s[None], t[None], intercept)[0]
+    a, b = _irls(s[None], t[None], True)[0]
     pred = a + b * s
     ss_tot = float(((t - t.mean()) ** 2).sum())
     r2 = 1 - float(((t - pred) ** 2).sum()) / ss_tot if ss_tot > 1e-12 * (t**2).sum() else None
     cv = float(np.std((t - pred) / t))
-    a, b = float(a), float(b)
     a_ci = b_ci = None
     if bootstrap:
         rng = np.random.default_rng(seed)
         idx = rng.integers(0, len(s), (bootstrap, len(s)))
-        draws = _irls(s[idx], t[idx], intercept)
+        draws = _irls(s[idx], t[idx], True)
         lo_hi = np.percentile(draws, [2.5, 97.5], axis=0)
-        a_ci = (float(lo_hi[0, 0]), float(lo_hi[1, 0])) if intercept else None
+        a_ci = (float(lo_hi[0, 0]), float(lo_hi[1, 0]))
         b_ci = (float(lo_hi[0, 1]), float(lo_hi[1, 1]))
     return AlphaBetaFit(
-        latency_s=a if intercept else None,
-        s_per_byte=b,
+        latency_s=float(a),
+        s_per_byte=float(b),
         n=len(s),
         decades=decades,
         r2=r2,
         residual_cv=cv,
         latency_ci_s=a_ci,
         s_per_byte_ci=b_ci,
+        min_bytes=float(s.min()),
+        max_bytes=float(s.max()),
     )
 
 
@@ -122,23 +143,24 @@ def fit_alpha_beta(
 class LinkFit:
     """A fit mapped onto the ring α-β model of `op` on `n` ranks (MODEL.md §6.4):
     alpha_s = a / steps (per hop), bandwidth_Bps = factor / b (the bus bandwidth B of
-    `T = steps·α + factor·S/B`)."""
+    `T = steps·α + factor·S/B`; inf when the time does not grow with size)."""
 
     op: str
     n_ranks: int
     fit: AlphaBetaFit
-    alpha_s: float | None
+    alpha_s: float
     bandwidth_Bps: float
 
     @property
     def algbw_Bps(self) -> float:
-        """Asymptotic algorithm bandwidth 1/b."""
-        return 1.0 / self.fit.s_per_byte
+        """Asymptotic algorithm bandwidth 1/b (inf for a flat fit)."""
+        return 1.0 / self.fit.s_per_byte if self.fit.s_per_byte > 0 else float("inf")
 
 
 def to_link(op: str, n_ranks: int, fit: AlphaBetaFit) -> LinkFit:
     """Map a fit of `op` on `n_ranks` (>= 2) to per-hop α and bus bandwidth."""
-    if n_ranks < 2 or fit.s_per_byte <= 0:
-        raise ValueError("need >= 2 ranks and a positive slope")
-    alpha = None if fit.latency_s is None else fit.latency_s / ring_steps(op, n_ranks)
-    return LinkFit(op, n_ranks, fit, alpha, busbw_factor(op, n_ranks) / fit.s_per_byte)
+    if n_ranks < 2:
+        raise ValueError("need >= 2 ranks")
+    factor = busbw_factor(op, n_ranks)
+    bw = factor / fit.s_per_byte if fit.s_per_byte > 0 else float("inf")
+    return LinkFit(op, n_ranks, fit, fit.latency_s / ring_steps(op, n_ranks), bw)

@@ -16,19 +16,24 @@ import math
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
-from analysis.model.busbw import busbw_factor
 from analysis.model.calibrate import (
-    ALLREDUCE_EQUIVALENT,
+    FITTED_OPS,
+    OpFit,
     achieved_busbw_Bps,
     calibrated_scenario,
     fit_ops,
+    median_message,
+    op_statuses,
     per_step,
+    predicted_transfer,
     usable,
 )
-from analysis.model.fit import LinkFit
-from analysis.model.hardware import nvlink_of
+from analysis.model.hardware import LinkSpec, intra_node_link
+from analysis.model.heldout import CALIBRATED_MEDIAN_APE, folds, summary
+from analysis.model.nccl_run import NCCL_OPS, nccl_times, run_topo
 from analysis.model.scenario import Scenario, comm_time, predict, vary
 from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
 from analysis.overlap import rank_overlap, step_overlap
@@ -121,7 +126,17 @@ def _ratios(step_s: float, compute_s: float, comm_s: float, exposed_s: float, et
     return out
 
 
-def _measured(step: dict, traffic: dict | None, facts: dict, busbw: float | None) -> dict:
+def _peak(facts: dict, link_peak: LinkSpec | None) -> LinkSpec | None:
+    """The link whose peak busbw is compared with: given, else the GPUs' intra-node link when
+    the run is on one node (a NIC's speed is never in the trace or the NCCL log)."""
+    if link_peak is not None:
+        return link_peak
+    return intra_node_link(facts.get("gpu")) if facts.get("n_nodes") == 1 else None
+
+
+def _measured(
+    step: dict, traffic: dict | None, facts: dict, busbw: float | None, peak: LinkSpec | None
+) -> dict:
     out: dict[str, Any] = {"scope": step.get("scope"), **facts}
     if "step_s" in step:
         out.update(
@@ -148,53 +163,92 @@ def _measured(step: dict, traffic: dict | None, facts: dict, busbw: float | None
             bytes_per_step_by_op=traffic["bytes_per_step"],
             collectives_per_step_by_op=traffic["collectives_per_step"],
         )
-    peak = nvlink_of(facts.get("gpu")) if facts.get("n_nodes") == 1 else None
+    typical = peak.achievable_Bps if peak else None
     out.update(
         busbw_GBps=None if busbw is None else busbw / 1e9,
         link=peak.name if peak else None,
         peak_busbw_GBps=peak.line_Bps / 1e9 if peak else None,
-        typical_busbw_GBps=peak.achievable_Bps / 1e9 if peak else None,
+        typical_busbw_GBps=typical / 1e9 if typical else None,
         busbw_vs_peak=busbw / peak.line_Bps if peak and busbw else None,
     )
     return out
 
 
-def _fit_dict(link: LinkFit, df: pd.DataFrame) -> dict:
-    f = link.fit
-    factor = busbw_factor(link.op, link.n_ranks)
-    busbw = achieved_busbw_Bps(df, link.op, link.n_ranks)
+def _gbps(bandwidth_Bps: float) -> float | None:
+    """GB/s, None for the infinite bandwidth of a fit whose time does not grow with size."""
+    return None if math.isinf(bandwidth_Bps) else bandwidth_Bps / 1e9
+
+
+def _fit_dict(f: OpFit, df: pd.DataFrame) -> dict:
+    """One op's calibration: α per hop and bus bandwidth β of its main regime (the one that
+    predicts its byte-weighted median message), every regime, held-out error and status."""
+    u = usable(df)
+    g = u[(u["op"] == f.op) & (u["n"] == f.n_ranks)]
+    link = f.link_for(median_message(df, f.op, f.n_ranks))
+    fit = link.fit
+    busbw = achieved_busbw_Bps(df, f.op, f.n_ranks)
+    err = summary(f.heldout)
     return {
-        "op": link.op,
-        "n_ranks": link.n_ranks,
-        "n": f.n,
-        "alpha_us": None if link.alpha_s is None else link.alpha_s * 1e6,
-        "beta_GBps": link.bandwidth_Bps / 1e9,
-        "latency_us": None if f.latency_s is None else f.latency_s * 1e6,
-        "algbw_GBps": link.algbw_Bps / 1e9,
+        "op": f.op,
+        "n_ranks": f.n_ranks,
+        "n": int(len(g)),
+        "status": f.status,
+        "alpha_us": link.alpha_s * 1e6,
+        "beta_GBps": _gbps(link.bandwidth_Bps),
+        "latency_us": fit.latency_s * 1e6,
+        "algbw_GBps": _gbps(link.algbw_Bps),
         "achieved_busbw_GBps": None if busbw is None else busbw / 1e9,
-        "alpha_identifiable": f.identifiable,
-        "sizes_decades": f.decades,
-        "r2": f.r2,
-        "residual_cv": f.residual_cv,
-        "latency_ci_us": None if f.latency_ci_s is None else [x * 1e6 for x in f.latency_ci_s],
-        "beta_ci_GBps": None
-        if f.s_per_byte_ci is None
-        else [factor / b / 1e9 for b in reversed(f.s_per_byte_ci)],
+        "alpha_identifiable": fit.identifiable,
+        "sizes_decades": float(np.log10(g["bytes"].max() / g["bytes"].min())),
+        "r2": fit.r2,
+        "residual_cv": fit.residual_cv,
+        "latency_ci_us": None,
+        "beta_ci_GBps": None,
+        "heldout_median_ape": err["median"],
+        "heldout_p90_ape": err["p90"],
+        "heldout_n": err["n"],
+        "heldout_method": "leave-one-out" if len(folds(len(g))) == len(g) else "10-fold",
+        "calibrated_line_ape": CALIBRATED_MEDIAN_APE,
+        "regimes": [
+            {
+                "min_bytes": x.fit.min_bytes,
+                "max_bytes": x.fit.max_bytes,
+                "n": x.fit.n,
+                "alpha_us": x.alpha_s * 1e6,
+                "beta_GBps": _gbps(x.bandwidth_Bps),
+                "latency_us": x.fit.latency_s * 1e6,
+                "knee_bytes": x.fit.latency_s / x.fit.s_per_byte if x.fit.s_per_byte else None,
+                "r2": x.fit.r2,
+            }
+            for x in f.links
+        ],
     }
 
 
-def _predicted(s: Scenario, step: dict, peak_Bps: float | None, traffic: dict) -> dict:
+def _not_modelled(df: pd.DataFrame) -> dict[str, float]:
+    """Per-step median count of matched collectives of ops without a cost model (barrier,
+    unknown): their time is in the measured τ_comm, not in the prediction."""
+    rest = df[~df["op"].isin(FITTED_OPS)]
+    if rest.empty:
+        return {}
+    key = rest["step"].fillna(-1)
+    counts = rest.assign(key=key).groupby(["key", "op"]).size().groupby("op").median()
+    return {str(op): float(n) for op, n in counts.items()}
+
+
+def _predicted(
+    s: Scenario, step: dict, peak_Bps: float | None, df: pd.DataFrame, fits: list[OpFit]
+) -> dict:
     p = predict(s)
+    per_op = predicted_transfer(fits, df)
     out: dict[str, Any] = {
         "algorithm": "ring (fitted α, β)",
         "bytes_per_step": s.gradient_bytes,
         "collectives_per_step": p.n_collectives,
         "tau_comm_ms": p.comm_s * MS,
-        "not_modelled": {
-            op: n
-            for op, n in traffic["collectives_per_step"].items()
-            if op not in ALLREDUCE_EQUIVALENT
-        },
+        "transfer_ms": per_op["transfer_s"] * MS,
+        "transfer_ms_by_op": {op: v * MS for op, v in per_op["transfer_s_by_op"].items()},
+        "not_modelled": _not_modelled(df),
     }
     if p.step is not None:
         idle = step.get("idle_s") or 0.0
@@ -212,6 +266,38 @@ def _predicted(s: Scenario, step: dict, peak_Bps: float | None, traffic: dict) -
     return out
 
 
+def nccl_model(facts: dict, df: pd.DataFrame | None, peak: LinkSpec | None) -> dict:
+    """NCCL's uncalibrated tuning model on the run's topology: per-step transfer time of the
+    ops it covers and its choice per op, beside the measured transfer of the same ops."""
+    intra = intra_node_link(facts.get("gpu"))
+    net = peak if facts.get("n_nodes") not in (None, 1) else None
+    topo = run_topo(facts, intra, net)
+    if isinstance(topo, str):
+        return {"status": topo}
+    u = usable(df) if df is not None else pd.DataFrame()
+    u = u[u["op"].isin(NCCL_OPS)] if not u.empty else u
+    if u.empty:
+        return {"status": "not available: no all-reduce, all-gather or reduce-scatter to predict"}
+    by_op = {}
+    for op, g in u.groupby("op"):
+        times, picks = nccl_times(topo, str(op), g["bytes"].to_numpy())
+        steps = g.assign(pred=times, key=g["step"].fillna(-1)).groupby("key")
+        by_op[str(op)] = {
+            "transfer_ms": float(steps["pred"].sum().median()) * MS,
+            "measured_transfer_ms": float(steps["time_s"].sum().median()) * MS,
+            "choice": max(set(picks), key=picks.count),
+        }
+    return {
+        "status": "available",
+        "arch": topo.arch,
+        "n_ranks": topo.n_ranks,
+        "n_nodes": topo.n_nodes,
+        "channels": topo.n_channels,
+        "bw_per_channel_GBps": topo.bw_intra_GBps,
+        "by_op": by_op,
+    }
+
+
 def _instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame | None:
     """The run's matched collectives, None when the matching macro is not loaded."""
     if not has_macro(con, "collective_instances"):
@@ -219,40 +305,62 @@ def _instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame | None:
     return con.execute("SELECT * FROM collective_instances(?)", [rid]).df()
 
 
+def _main_scenario(fits: list[OpFit], df: pd.DataFrame, step: dict) -> Scenario | None:
+    """The calibrated ring of the op that moved the most bytes, in the regime of its
+    byte-weighted median message."""
+    main = fits[0]
+    mid = median_message(df, main.op, main.n_ranks)
+    return calibrated_scenario(
+        main.link_for(mid), per_step(df), step.get("compute_s"), step.get("eta")
+    )
+
+
 def run_scenario(con: duckdb.DuckDBPyConnection, rid: int) -> Scenario | None:
     """Run `rid` as a calibrated Scenario for what-if sweeps (its measured point is the
-    `model` section's `measured`); None when it cannot be calibrated."""
+    `model` section's `measured`); None when it cannot be fitted."""
     df = _instances(con, rid)
-    links = fit_ops(df, bootstrap=0) if df is not None else []
-    if not links:
+    fits = fit_ops(df) if df is not None else []
+    if not fits:
         return None
-    step = measured_step(con, rid)
-    return calibrated_scenario(links[0], per_step(df), step.get("compute_s"), step.get("eta"))
+    return _main_scenario(fits, df, measured_step(con, rid))
 
 
-def model_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
-    """The `model` report section of run `rid`."""
+def model_section(
+    con: duckdb.DuckDBPyConnection, rid: int, link_peak: LinkSpec | None = None
+) -> dict:
+    """The `model` report section of run `rid`; `link_peak` overrides the link whose peak the
+    achieved busbw is compared with. Never raises on data: a fit that cannot be made says
+    'not calibrated: reason'."""
     facts = topology_facts(con, rid)
     step = measured_step(con, rid)
+    peak = _peak(facts, link_peak)
     df = _instances(con, rid)
-    links = fit_ops(df) if df is not None else []
-    if not links:
+    fits = fit_ops(df) if df is not None else []
+    nccl = nccl_model(facts, df, peak)
+    if not fits:
         status = NOT_CALIBRATED if df is None or usable(df).empty else TOO_FEW
+        if df is not None and not usable(df).empty:
+            reasons = op_statuses(df)
+            status = next(iter(reasons.values()), TOO_FEW) if len(reasons) == 1 else TOO_FEW
         return {
             "status": status,
-            "measured": _measured(step, None, facts, None),
+            "measured": _measured(step, None, facts, None, peak),
             "predicted": None,
             "fit": None,
+            "nccl_model": nccl,
         }
     traffic = per_step(df)
-    main = links[0]
+    main = fits[0]
     busbw = achieved_busbw_Bps(df, main.op, main.n_ranks)
-    measured = _measured(step, traffic, facts, busbw)
-    s = calibrated_scenario(main, traffic, step.get("compute_s"), step.get("eta"))
-    peak = measured["peak_busbw_GBps"]
+    measured = _measured(step, traffic, facts, busbw, peak)
+    s = _main_scenario(fits, df, step)
+    peak_Bps = peak.line_Bps if peak else None
+    fit = {**_fit_dict(main, df), "per_op": [_fit_dict(x, df) for x in fits]}
+    fit["not_fitted"] = op_statuses(df)
     return {
-        "status": "calibrated",
+        "status": main.status,
         "measured": measured,
-        "predicted": None if s is None else _predicted(s, step, peak and peak * 1e9, traffic),
-        "fit": {**_fit_dict(main, df), "per_op": [_fit_dict(x, df) for x in links]},
+        "predicted": None if s is None else _predicted(s, step, peak_Bps, df, fits),
+        "fit": fit,
+        "nccl_model": nccl,
     }
