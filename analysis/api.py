@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from analysis import db, overlap
+from analysis import db, diff, overlap
 from analysis.report import build_report
 
 
@@ -70,6 +70,12 @@ class Store:
     def run(self, name: str) -> Run:
         """The run named `name`."""
         return Run(self.con, name)
+
+    def diff(self, *names: str) -> dict[str, pd.DataFrame]:
+        """Runs side by side against the first (the baseline): tables `step_time` (judged
+        against noise), `summary`, `diagnosis`, `decomposition`, `collectives`, `stragglers`,
+        `straggler_verdicts`, `nccl`, `model`, `step_samples` (analysis/diff.py)."""
+        return diff.diff(self.con, list(names))
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,0 +1,405 @@
+"""Runs side by side against a baseline (the first run): step time judged against noise, the
+step decomposition per rank, collectives per op and size, stragglers, NCCL and model changes.
+
+Every table is a DataFrame with one column per run (named by the run) and, for numbers, a
+`Δ <run>` column per later run (run − baseline). Per-run figures come from the report and
+from analysis/sql/diff.sql; the noise test is analysis/noise.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from analysis import noise
+from analysis.compare import METRICS
+from analysis.db import run_id
+from analysis.report import build_report
+
+NS_PER_MS = 1e6
+#: Components of a step, in the order they add up to it. The diagnosis's decomposition
+#: (report key `decomposition`) when present; otherwise DERIVED_PARTS from the step metrics.
+PARTS = [
+    "compute_only_ms",
+    "compute_overlapped_ms",
+    "exposed_transfer_ms",
+    "exposed_wait_ms",
+    "memory_only_ms",
+    "idle_ms",
+]
+DERIVED_PARTS = ["compute_only_ms", "compute_overlapped_ms", "exposed_comm_ms", "idle_ms"]
+
+
+@dataclass
+class RunFacts:
+    """What the diff needs of one run: its report and three per-run tables of diff.sql."""
+
+    name: str
+    report: dict
+    steps: pd.DataFrame = field(default_factory=pd.DataFrame)  # step_times
+    sizes: pd.DataFrame = field(default_factory=pd.DataFrame)  # collective_sizes
+    nccl: pd.DataFrame = field(default_factory=pd.DataFrame)  # nccl_facts
+
+
+def run_facts(con: duckdb.DuckDBPyConnection, name: str, report: dict | None = None) -> RunFacts:
+    """The RunFacts of run `name` (its report is built unless given)."""
+    rid = run_id(con, name)
+    report = build_report(con, name, keep_going=True) if report is None else report
+
+    def q(macro: str) -> pd.DataFrame:
+        return con.execute(f"SELECT * FROM {macro}(?)", [rid]).df()
+
+    return RunFacts(name, report, q("step_times"), q("collective_sizes"), q("nccl_facts"))
+
+
+def _names(runs: Sequence[RunFacts]) -> list[str]:
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a run is named twice: {names}")
+    return names
+
+
+def _with_deltas(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """`Δ <run>` = run − baseline for every later run whose column is numeric."""
+    base = names[0]
+    for n in names[1:]:
+        a = pd.to_numeric(df[base], errors="coerce")
+        b = pd.to_numeric(df[n], errors="coerce")
+        df[f"Δ {n}"] = b - a
+    return df
+
+
+def step_time(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """One row per run: the distribution of its step times (ms, slowest rank per step) and,
+    for later runs, the change of the median against the baseline with the noise test."""
+    base = runs[0].steps["step_ns"].to_numpy() / NS_PER_MS if len(runs[0].steps) else []
+    rows = []
+    for i, r in enumerate(runs):
+        x = r.steps["step_ns"].to_numpy() / NS_PER_MS if len(r.steps) else np.array([])
+        row: dict[str, Any] = {
+            "run": r.name,
+            "n_steps": len(x),
+            "median_ms": float(np.median(x)) if len(x) else None,
+            "p10_ms": float(np.percentile(x, 10)) if len(x) else None,
+            "p90_ms": float(np.percentile(x, 90)) if len(x) else None,
+            "cv": float(np.std(x) / np.mean(x)) if len(x) > 1 and np.mean(x) else None,
+        }
+        if i == 0:
+            row |= {"change_pct": None, "ci_low_pct": None, "ci_high_pct": None}
+            row |= {"p_value": None, "judgement": "baseline", "test": noise.TEST_NAME}
+        else:
+            j = noise.judge(base, x)
+            pct = {
+                k: None if j.get(k) is None else 100 * j[k] for k in ("change", "ci_low", "ci_high")
+            }
+            row |= {
+                "change_pct": pct["change"],
+                "ci_low_pct": pct["ci_low"],
+                "ci_high_pct": pct["ci_high"],
+                "p_value": j.get("p_value"),
+                "judgement": j["judgement"],
+                "test": j["test"],
+            }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def step_samples(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """Long table of every run's step times (run, step, step_ms): the distributions."""
+    frames = [
+        pd.DataFrame({"run": r.name, "step": r.steps["step"], "step_ms": r.steps["step_ns"] / 1e6})
+        for r in runs
+        if len(r.steps)
+    ]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def summary(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """The report's headline metrics (medians over ranks and steps), one row per metric."""
+    names = _names(runs)
+    rows = [
+        {"metric": k, "label": label}
+        | {r.name: (r.report.get("summary") or {}).get(k) for r in runs}
+        for k, label in METRICS.items()
+    ]
+    return _with_deltas(pd.DataFrame(rows), names)
+
+
+def decomposition_records(report: dict) -> tuple[list[dict], list[str]]:
+    """(per rank and step records, component keys) of a report: the diagnosis's
+    `decomposition` when the report has it, else components derived from `steps` (compute
+    alone, compute under communication, exposed communication, idle)."""
+    dec = report.get("decomposition")
+    if isinstance(dec, dict):
+        dec = next((v for v in dec.values() if isinstance(v, list) and v and "rank" in v[0]), None)
+    if isinstance(dec, list) and dec and isinstance(dec[0], dict) and "rank" in dec[0]:
+        parts = [p for p in PARTS if p in dec[0]]
+        if parts:
+            return dec, parts
+    out = []
+    for s in report.get("steps") or []:
+        comp, both = s.get("tau_comp_ms") or 0.0, s.get("overlap_ms") or 0.0
+        out.append(
+            {
+                "rank": s["rank"],
+                "step": s["step"],
+                "step_ms": s.get("step_ms"),
+                "compute_only_ms": comp - both,
+                "compute_overlapped_ms": both,
+                "exposed_comm_ms": s.get("exposed_comm_ms"),
+                "idle_ms": s.get("idle_ms"),
+            }
+        )
+    return out, DERIVED_PARTS
+
+
+def decomposition(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """Per rank and component: the mean per step (ms) in every run, side by side."""
+    names = _names(runs)
+    frames = []
+    for r in runs:
+        recs, parts = decomposition_records(r.report)
+        if not recs:
+            continue
+        df = pd.DataFrame(recs)
+        cols = [p for p in parts if p in df.columns] + ["step_ms"]
+        means = df.groupby("rank")[cols].mean().reset_index()
+        long = means.melt(id_vars="rank", var_name="component", value_name=r.name)
+        frames.append(long.set_index(["rank", "component"]))
+    if not frames:
+        return pd.DataFrame(columns=["rank", "component", *names])
+    wide = pd.concat(frames, axis=1).reset_index()
+    for n in names:
+        if n not in wide.columns:
+            wide[n] = None
+    order = {c: i for i, c in enumerate([*PARTS, *DERIVED_PARTS, "step_ms"])}
+    wide = wide.sort_values(["rank", "component"], key=lambda s: s.map(order).fillna(s))
+    return _with_deltas(wide.reset_index(drop=True), names)
+
+
+def collectives(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """Per (op, message size): instances, median transfer time (ms) and median bus bandwidth
+    (GB/s) in every run; `Δ% busbw <run>` the bandwidth change against the baseline."""
+    names = _names(runs)
+    frames = []
+    for r in runs:
+        if not len(r.sizes):
+            continue
+        df = r.sizes.assign(transfer_ms=r.sizes["transfer_ns_median"] / NS_PER_MS)
+        df = df.rename(
+            columns={
+                "count": f"count {r.name}",
+                "transfer_ms": f"transfer_ms {r.name}",
+                "busbw_GBps_median": f"busbw_GBps {r.name}",
+            }
+        ).drop(columns=["transfer_ns_median"])
+        frames.append(df.set_index(["op", "bytes"]))
+    if not frames:
+        return pd.DataFrame(columns=["op", "bytes"])
+    wide = pd.concat(frames, axis=1).reset_index().sort_values(["op", "bytes"])
+    base = f"busbw_GBps {names[0]}"
+    for n in names[1:]:
+        col = f"busbw_GBps {n}"
+        if base in wide.columns and col in wide.columns:
+            wide[f"Δ% busbw {n}"] = 100 * (wide[col] / wide[base] - 1)
+    return wide.reset_index(drop=True)
+
+
+def stragglers(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """Per rank: flagged (and why: compute, or late for other reasons), share of collectives
+    it arrived last at, median lateness (ms) and the wait it caused the others (ms), per run."""
+    names = _names(runs)
+    frames = []
+    for r in runs:
+        ranks = (r.report.get("stragglers") or {}).get("ranks") or []
+        if not ranks:
+            continue
+        df = pd.DataFrame(ranks).set_index("rank")
+        flagged = df.get("flagged", pd.Series(False, index=df.index)).fillna(False)
+        kind = df.get("kind", pd.Series(None, index=df.index))
+        frames.append(
+            pd.DataFrame(
+                {
+                    f"straggler {r.name}": [
+                        (k or "yes") if f else "" for f, k in zip(flagged, kind, strict=True)
+                    ],
+                    f"last_share {r.name}": df.get("late_fraction"),
+                    f"lateness_ms {r.name}": df.get("lateness_ms"),
+                    f"wait_caused_ms {r.name}": df.get("wait_caused_ms"),
+                },
+                index=df.index,
+            )
+        )
+    if not frames:
+        return pd.DataFrame(columns=["rank"])
+    wide = pd.concat(frames, axis=1).reset_index()
+    base = f"wait_caused_ms {names[0]}"
+    for n in names[1:]:
+        col = f"wait_caused_ms {n}"
+        if base in wide.columns and col in wide.columns:
+            wide[f"Δ wait_caused_ms {n}"] = wide[col] - wide[base]
+    return wide
+
+
+def straggler_verdicts(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """One row per run: flagged ranks and the straggler verdict in words."""
+    rows = []
+    for r in runs:
+        s = r.report.get("stragglers") or {}
+        rows.append(
+            {
+                "run": r.name,
+                "flagged": ", ".join(str(x) for x in s.get("flagged") or []) or "none",
+                "verdict": s.get("verdict") or "not available",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _fact(v: Any) -> str:
+    """A report value as a short string (lists of records as `a / b; c / d`)."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list):
+        return "; ".join(
+            " / ".join(str(x) for x in e.values() if x not in (None, "", []))
+            if isinstance(e, dict)
+            else str(e)
+            for e in v
+        )
+    return str(v)
+
+
+def _report_nccl_facts(report: dict) -> dict[str, str]:
+    n = report.get("nccl") or {}
+    if not n.get("present"):
+        return {"NCCL log": "none"}
+    return {
+        "NCCL log": "present",
+        "versions": _fact(n.get("versions")),
+        "version mismatch": _fact(n.get("version_mismatch")),
+        "transports": _fact(n.get("transports")),
+        "networks": _fact(n.get("networks")),
+        "GPU Direct RDMA": _fact(n.get("gdr")),
+        "TCP fallback": _fact((n.get("tcp_fallback") or {}).get("detected")),
+        "warnings": _fact((n.get("warnings") or {}).get("count")),
+        "errors": _fact((n.get("errors") or {}).get("count")),
+        "timeouts": _fact((n.get("timeouts") or {}).get("count")),
+    }
+
+
+def nccl(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """One row per NCCL fact (versions, transports, GDR, algorithms and protocols, the
+    environment) with its value in every run and whether it changed."""
+    names = _names(runs)
+    per_run: dict[str, dict[str, str]] = {}
+    for r in runs:
+        facts = _report_nccl_facts(r.report)
+        if len(r.nccl):
+            facts |= dict(zip(r.nccl["fact"], r.nccl["value"], strict=True))
+        per_run[r.name] = facts
+    keys = list(dict.fromkeys(k for f in per_run.values() for k in f))
+    rows = []
+    for k in keys:
+        vals = {n: per_run[n].get(k, "") for n in names}
+        rows.append({"fact": k, **vals, "changed": len(set(vals.values())) > 1})
+    return pd.DataFrame(rows, columns=["fact", *names, "changed"])
+
+
+#: Model rows: key → (report `model` part, key there, label).
+MODEL_FIELDS = {
+    "alpha_us": ("fit", "alpha_us", "α per hop (µs)"),
+    "beta_GBps": ("fit", "beta_GBps", "β bus bandwidth (GB/s)"),
+    "latency_us": ("fit", "latency_us", "latency (µs)"),
+    "achieved_busbw_GBps": ("fit", "achieved_busbw_GBps", "achieved busbw (GB/s)"),
+    "r2": ("fit", "r2", "fit R²"),
+    "measured_step_ms": ("measured", "step_ms", "measured step (ms)"),
+    "predicted_step_ms": ("predicted", "step_ms", "predicted step (ms)"),
+    "measured_verdict": ("measured", "verdict", "measured verdict"),
+    "predicted_verdict": ("predicted", "verdict", "predicted verdict"),
+}
+
+
+def model(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """The α-β fit and the model's step prediction beside the measurement, per run."""
+    names = _names(runs)
+    rows = []
+    for key, (part, src, label) in MODEL_FIELDS.items():
+        row: dict[str, Any] = {"field": key, "label": label}
+        for r in runs:
+            row[r.name] = (((r.report.get("model") or {}).get(part)) or {}).get(src)
+        rows.append(row)
+    return _with_deltas(pd.DataFrame(rows), names)
+
+
+def diagnosis(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """One row per run: the diagnosis's cause and paragraph, and the replayed step time,
+    when the report has them (else "not available")."""
+    rows = []
+    for r in runs:
+        d = r.report.get("diagnosis") or {}
+        rep = r.report.get("replay") or {}
+        rows.append(
+            {
+                "run": r.name,
+                "cause": _fact(d.get("cause")) or "not available",
+                "paragraph": d.get("paragraph") or "not available: the report has no diagnosis",
+                "replayed_step_ms": rep.get("replayed_step_ms"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+#: The tables of a diff, in output order.
+TABLES = {
+    "step_time": step_time,
+    "summary": summary,
+    "diagnosis": diagnosis,
+    "decomposition": decomposition,
+    "collectives": collectives,
+    "stragglers": stragglers,
+    "straggler_verdicts": straggler_verdicts,
+    "nccl": nccl,
+    "model": model,
+    "step_samples": step_samples,
+}
+
+
+def diff_tables(runs: Sequence[RunFacts]) -> dict[str, pd.DataFrame]:
+    """Every table of the diff of `runs` (baseline first; at least two runs)."""
+    if len(runs) < 2:
+        raise ValueError("diff needs at least two runs (the first is the baseline)")
+    _names(runs)
+    return {k: f(runs) for k, f in TABLES.items()}
+
+
+def diff(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """The diff of runs `names` of the store (the first is the baseline)."""
+    return diff_tables([run_facts(con, n) for n in names])
+
+
+def regressions(tables: dict[str, pd.DataFrame], pct: float) -> list[str]:
+    """The later runs whose step time regressed by more than `pct` percent beyond noise
+    (analysis/noise.py `regressed`), each with the figures in words."""
+    out = []
+    for row in tables["step_time"].to_dict("records")[1:]:
+        j = {
+            "judgement": row["judgement"],
+            "change": None if row["change_pct"] is None else row["change_pct"] / 100,
+            "ci_low": None if row["ci_low_pct"] is None else row["ci_low_pct"] / 100,
+        }
+        if noise.regressed(j, pct):
+            ci = (
+                f", 95% CI {row['ci_low_pct']:+.1f}% to {row['ci_high_pct']:+.1f}%"
+                if row["ci_low_pct"] is not None
+                else " (too few steps to estimate noise)"
+            )
+            out.append(f"{row['run']}: median step {row['change_pct']:+.1f}%{ci}")
+    return out

@@ -1,0 +1,223 @@
+"""`commwall diff` / Store.diff: the noise test on hand-checked samples, the tables on runs
+whose truth is known (made here, or the real gloo and DLRM sets), the CLI and its CI gate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import DLRM, SAMPLES
+
+from analysis import noise
+from analysis.api import Store
+from analysis.diff import RunFacts, diff_tables, regressions
+from dashboard.cli import main
+from ingest import discover, store
+
+# --- the noise test -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "p"),
+    [
+        # Fully separated samples: only 2 of the C(n+m, n) splits are as extreme (both tails).
+        ([1, 2, 3], [4, 5, 6], 2 / math.comb(6, 3)),
+        ([1, 2, 3, 4], [5, 6, 7, 8], 2 / math.comb(8, 4)),
+        # Identical samples: every split is at least as extreme.
+        ([1, 1], [1, 1], 1.0),
+    ],
+)
+def test_mann_whitney_exact_p(a, b, p):
+    assert noise.mann_whitney_u(a, b)[1] == pytest.approx(p)
+
+
+def test_mann_whitney_u_statistic_counts_pairs():
+    # U of a = number of (x, y) pairs with x > y (+ half the ties), counted by hand:
+    # 3 > 2 and 3 > 1 and 2 > 1 -> 3; the tie 2 = 2 -> 0.5.
+    u, _ = noise.mann_whitney_u([2, 3], [1, 2])
+    assert u == 3.5
+
+
+def test_mann_whitney_normal_approximation_for_large_samples():
+    # 20 vs 20 fully separated: U = 0, mean 200, var = 20*20*41/12, continuity 0.5.
+    u, p = noise.mann_whitney_u(range(20), range(100, 120))
+    z = (200 - 0.5) / math.sqrt(20 * 20 * 41 / 12)
+    assert u == 0
+    assert p == pytest.approx(math.erfc(z / math.sqrt(2)))
+
+
+def test_judge_shift_beyond_noise_is_slower_and_within_noise_is_no_change():
+    rng = np.random.default_rng(1)
+    base = 100 + rng.normal(0, 1, 20)
+    assert noise.judge(base, base * 1.2)["judgement"] == "slower"
+    assert noise.judge(base, base * 0.8)["judgement"] == "faster"
+    # The same distribution drawn again: a change smaller than noise.
+    again = 100 + rng.normal(0, 1, 20)
+    assert noise.judge(base, again)["judgement"] == "no change"
+    few = noise.judge([100.0], [130.0])
+    assert few["judgement"].startswith("too few steps")
+    assert few["change"] == pytest.approx(0.3)
+
+
+# --- the tables on hand-made runs -------------------------------------------------------------
+
+
+def facts(name, steps_ms, busbw=10.0, kind=None, env="1"):
+    """A run whose every figure is chosen here: steps (ms), one collective size, one straggler
+    rank (rank 1 when `kind` is set), an NCCL env fact."""
+    steps = pd.DataFrame({"step": range(len(steps_ms)), "step_ns": np.array(steps_ms) * 1e6})
+    sizes = pd.DataFrame(
+        {"op": ["allreduce"], "bytes": [1 << 20], "count": [4], "transfer_ns_median": [2e6],
+         "busbw_GBps_median": [busbw]}
+    )  # fmt: skip
+    report = {
+        "summary": {"step_ms": float(np.median(steps_ms))},
+        "steps": [
+            {"rank": r, "step": s, "step_ms": 10.0, "tau_comp_ms": 6.0, "overlap_ms": 2.0,
+             "exposed_comm_ms": 3.0, "idle_ms": 1.0}
+            for r in (0, 1) for s in range(3)
+        ],
+        "stragglers": {
+            "flagged": [1] if kind else [],
+            "ranks": [
+                {"rank": 0, "flagged": False, "kind": None, "late_fraction": 0.1,
+                 "lateness_ms": 0.0, "wait_caused_ms": 1.0},
+                {"rank": 1, "flagged": bool(kind), "kind": kind, "late_fraction": 0.9,
+                 "lateness_ms": 5.0, "wait_caused_ms": 50.0},
+            ],
+        },
+    }  # fmt: skip
+    nccl = pd.DataFrame({"fact": ["env NCCL_ALGO"], "value": [env]})
+    return RunFacts(name, report, steps, sizes, nccl)
+
+
+def test_diff_tables_on_known_runs():
+    base = facts("a", [100, 101, 99, 100, 102, 98], kind="compute", env="Ring")
+    slow = facts("b", [130, 131, 129, 130, 132, 128], busbw=5.0, kind=None, env="Tree")
+    t = diff_tables([base, slow])
+    st = t["step_time"].set_index("run")
+    assert st.loc["a", "judgement"] == "baseline"
+    assert st.loc["b", "judgement"] == "slower"
+    assert st.loc["b", "change_pct"] == pytest.approx(30.0)
+    assert st.loc["b", "p_value"] == pytest.approx(2 / math.comb(12, 6))
+    # Derived decomposition: compute alone 6 - 2 = 4, overlapped 2, exposed 3, idle 1 (sum 10).
+    dec = t["decomposition"].set_index(["rank", "component"])["a"]
+    assert dec[(0, "compute_only_ms")] == 4.0
+    parts = ["compute_only_ms", "compute_overlapped_ms", "exposed_comm_ms", "idle_ms"]
+    assert sum(dec[(0, p)] for p in parts) == dec[(0, "step_ms")] == 10.0
+    col = t["collectives"].iloc[0]
+    assert col["Δ% busbw b"] == pytest.approx(-50.0)
+    assert col["transfer_ms a"] == 2.0
+    strag = t["stragglers"].set_index("rank")
+    assert strag.loc[1, "straggler a"] == "compute" and strag.loc[1, "straggler b"] == ""
+    nccl = t["nccl"].set_index("fact")
+    assert bool(nccl.loc["env NCCL_ALGO", "changed"])
+    assert nccl.loc["env NCCL_ALGO", "b"] == "Tree"
+    assert regressions(t, 20.0) and not regressions(t, 40.0)
+
+
+def test_diff_uses_the_diagnosis_decomposition_when_the_report_has_it():
+    a = facts("a", [1, 2, 3])
+    a.report["decomposition"] = [
+        {"rank": 0, "step": 1, "step_ms": 10.0, "compute_only_ms": 5.0,
+         "compute_overlapped_ms": 1.0, "exposed_transfer_ms": 1.5, "exposed_wait_ms": 0.5,
+         "memory_only_ms": 1.0, "idle_ms": 1.0}
+    ]  # fmt: skip
+    a.report["diagnosis"] = {"cause": "straggler", "paragraph": "Rank 1 is late."}
+    b = facts("b", [1, 2, 3])
+    t = diff_tables([a, b])
+    comps = set(t["decomposition"]["component"])
+    assert {"exposed_wait_ms", "memory_only_ms"} <= comps
+    diag = t["diagnosis"].set_index("run")
+    assert diag.loc["a", "cause"] == "straggler"
+    assert diag.loc["b", "paragraph"].startswith("not available")
+
+
+def test_diff_needs_two_distinct_runs():
+    with pytest.raises(ValueError, match="at least two"):
+        diff_tables([facts("a", [1])])
+    with pytest.raises(ValueError, match="twice"):
+        diff_tables([facts("a", [1]), facts("a", [1])])
+
+
+# --- real sets ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("diff") / "store.duckdb"
+    w = store.connect(path)
+    for name, d in [
+        ("compute", SAMPLES / "gloo_4rank_compute"),
+        ("sleep", SAMPLES / "gloo_4rank_sleep"),
+        ("dlrm", DLRM),
+        ("dlrm_again", DLRM),
+    ]:
+        store.ingest(w, name, discover.expand([str(d)]))
+    w.close()
+    return path
+
+
+def test_gloo_compute_vs_sleep_is_a_straggler_difference(db_path):
+    truth = {m: json.loads((SAMPLES / f"gloo_4rank_{m}" / "ground_truth.json").read_text())
+             for m in ("compute", "sleep")}  # fmt: skip
+    t = Store(db_path).diff("compute", "sleep")
+    # Both runs inject the same 40 ms per step into rank 2 (generator_args.delay_ms), only
+    # the way differs: the step time must not be judged changed.
+    assert (
+        truth["compute"]["generator_args"]["delay_ms"]
+        == truth["sleep"]["generator_args"]["delay_ms"]
+    )
+    st = t["step_time"].set_index("run")
+    assert st.loc["sleep", "judgement"] == "no change"
+    assert st.loc["sleep", "p_value"] > noise.ALPHA
+    assert st.loc["compute", "n_steps"] == len(truth["compute"]["steps"])
+    strag = t["stragglers"].set_index("rank")
+    rank = truth["compute"]["straggler_rank"]
+    assert strag.loc[rank, "straggler compute"] == "compute"  # mode "compute"
+    assert strag.loc[rank, "straggler sleep"] == "other"  # mode "sleep": no extra compute
+    others = [r for r in strag.index if r != rank]
+    assert all(strag.loc[r, "straggler compute"] == "" for r in others)
+    # 8 all-reduces per step over 6 steps, in both runs (ground truth collectives_per_step).
+    col = t["collectives"]
+    n = truth["compute"]["collectives_per_step"] * len(truth["compute"]["steps"])
+    assert col["count compute"].sum() == col["count sleep"].sum() == n
+
+
+def test_dlrm_against_itself_changes_nothing(db_path):
+    t = Store(db_path).diff("dlrm", "dlrm_again")
+    assert t["step_time"].iloc[1]["judgement"] == "no change"
+    assert t["step_time"].iloc[1]["change_pct"] == 0
+    for name in ("summary", "decomposition", "model"):
+        deltas = pd.to_numeric(t[name]["Δ dlrm_again"], errors="coerce").dropna()
+        assert len(deltas) and (deltas == 0).all(), name
+    assert not t["nccl"]["changed"].any()
+    assert (t["collectives"]["Δ% busbw dlrm_again"].dropna() == 0).all()
+
+
+def test_cli_formats_and_gate(db_path, capsys):
+    db = str(db_path)
+    assert main(["diff", "--db", db, "compute", "sleep"]) == 0
+    out = capsys.readouterr().out
+    assert "Mann-Whitney U" in out and "no change" in out
+    assert main(["diff", "--db", db, "compute", "sleep", "--format", "json"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["baseline"] == "compute" and js["step_time"][1]["judgement"] == "no change"
+    assert main(["diff", "--db", db, "compute", "sleep", "--format", "csv", "--table",
+                 "stragglers"]) == 0  # fmt: skip
+    csv = capsys.readouterr().out.splitlines()
+    assert csv[0].startswith("table,rank") and len(csv) == 1 + 4
+    # No regression beyond noise between compute and sleep, whatever the threshold.
+    assert main(["diff", "--db", db, "compute", "sleep", "--fail-if-slower", "0"]) == 0
+    capsys.readouterr()
+    # DLRM's single step (15-22 ms) against gloo's ~70-90 ms steps: one step gives no noise
+    # estimate, so the plain change decides.
+    assert main(["diff", "--db", db, "dlrm", "compute", "--fail-if-slower", "50"]) == 1
+    assert "regressed" in capsys.readouterr().err
+    assert main(["diff", "--db", db, "dlrm", "compute", "--fail-if-slower", "1000"]) == 0
+    assert main(["diff", "--db", db, "dlrm"]) == 2
+    assert main(["diff", "--db", db, "dlrm", "nope"]) == 2
+    assert "no run named 'nope'" in capsys.readouterr().err
