@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import shards
+from analysis import policy, shards
 
 
 class RunNotFound(KeyError):
@@ -30,6 +30,7 @@ def sql_modules() -> dict[str, str]:
         for p in sorted(root.iterdir(), key=lambda q: q.name)
         if p.name.endswith(".sql")
     }
+    texts["policy"] = policy.sql_text()
     ordered: dict[str, str] = {}
 
     def visit(name: str, path: tuple[str, ...]) -> None:

@@ -1,5 +1,6 @@
 """Ground truth on real traces: the injected gloo stragglers (compute and sleep) are named and
-classified, no other rank is; the DLRM set names rank 7 (STRAGGLERS.md §5); the report keys."""
+classified, no other rank is; on the one-step DLRM set rank 7 causes the most waiting but one step
+of 8 collectives is too little evidence to call it a persistent straggler; the report keys."""
 
 from __future__ import annotations
 
@@ -54,9 +55,12 @@ def test_gloo_straggler_named_and_classified(con, name, kind):
     # it makes the others wait, and waits least itself
     assert df["caused_ns"].idxmax() == 2 and df["wait_ns"].idxmin() == 2
     assert s["cost_share"] > 0.3 and df.drop(index=2)["cost_share"].max() < 0.1
-    assert s["score"] > 3.5 and df.drop(index=2)["score"].abs().max() < 3.5
-    # flagged in most steps on that step's figures alone
-    assert s["steps_flagged"] >= 4 and s["n_steps"] == len(truth["steps"])
+    # it causes most of the waiting in every step: its mean share over the 6 steps is far above
+    # the fair 1/4, consistently (t >= 4, the policy line)
+    assert s["mean_share"] > 0.6 and s["consistency_t"] >= 4
+    assert df.drop(index=2)["consistency_t"].max() < 0
+    # flagged in some steps on that step's figures alone (8 instances per step)
+    assert s["steps_flagged"] >= 2 and s["n_steps"] == len(truth["steps"])
 
 
 def test_compute_evidence_separates_the_two_gloo_stragglers(con):
@@ -65,14 +69,19 @@ def test_compute_evidence_separates_the_two_gloo_stragglers(con):
     # extra matmuls: ~40 ms more operator work per step; sleep: none
     assert comp.loc[2, "compute_excess_ns"] > 30e6 and comp.loc[2, "compute_score"] > 3.5
     assert sleep.loc[2, "compute_ratio"] < 1.2 and sleep.loc[2, "compute_score"] < 3.5
+    # the compute straggler's extra work exceeds half its delay; the sleeper's does not
+    assert comp.loc[2, "compute_excess_ns"] >= 0.5 * comp.loc[2, "delay_ns"]
+    assert sleep.loc[2, "compute_excess_ns"] < 0.5 * sleep.loc[2, "delay_ns"]
 
 
-def test_dlrm_names_rank_7(con):
+def test_dlrm_rank_7_causes_most_waiting(con):
     df = straggler_ranks(con, run_id(con, "dlrm_8rank")).set_index("rank")
-    assert df.index[df["flagged"]].tolist() == [7]
+    # one step: the units are its 8 instances; rank 7 is last in 5 but its share of each
+    # instance's waiting varies too much for t >= 4, so nobody is flagged
+    assert df.index[df["flagged"]].tolist() == []
     r7 = df.loc[7]
-    assert (r7["n_last"], r7["n_instances"]) == (5, 8)
-    assert r7["kind"] == "other"  # its GPU compute is the median rank's
+    assert (r7["n_last"], r7["n_instances"], r7["n_units"]) == (5, 8, 8)
+    assert 0 < r7["consistency_t"] < 4 and df["mean_share"].idxmax() == 7
     assert df["caused_ns"].idxmax() == 7 and df["wait_ns"].idxmin() == 7
     # the same figures from the raw files: NCCL kernels matched by order, wait = last start −
     # own start, excess = median lateness − median; raw clocks (the code aligns them on ends,
@@ -88,7 +97,7 @@ def test_dlrm_names_rank_7(con):
     assert r7["excess_ns"] == pytest.approx(truth["excess_ns"], abs=1_000)
     steps = straggler_steps(con, run_id(con, "dlrm_8rank"))
     assert steps["step"].unique().tolist() == [10]
-    assert steps.loc[steps["flagged"], "rank"].tolist() == [7]
+    assert steps.loc[steps["flagged"], "rank"].tolist() == []
 
 
 def test_report_keys(con):
@@ -119,6 +128,5 @@ def test_report_keys(con):
 
 def test_dlrm_report_verdict(con):
     s = stragglers_section(con, run_id(con, "dlrm_8rank"))
-    assert s["flagged"] == [7]
-    assert s["verdict"].startswith("straggler: rank 7, late without extra compute")
-    assert "5/8 collectives" in s["verdict"]
+    assert s["flagged"] == []
+    assert "rank 7" in s["verdict"] and "5/8" in s["verdict"]

@@ -23,16 +23,18 @@ def con(store) -> duckdb.DuckDBPyConnection:
 
 
 def scores(con, rows):
-    """_straggler_scores over (rank, lateness µs, caused ns, window ns, compute µs) of one scope."""
+    """_straggler_scores over one scope's rows: (rank, lateness µs, caused ns, window ns,
+    compute µs, delay µs, units, mean share, sd of share)."""
     con.execute(
         "CREATE OR REPLACE TEMP TABLE t (level VARCHAR, step BIGINT, rank INT, lateness_ns DOUBLE,"
-        " caused_ns BIGINT, window_ns BIGINT, compute_ns DOUBLE)"
+        " caused_ns BIGINT, window_ns BIGINT, compute_ns DOUBLE, delay_ns DOUBLE, n_units INT,"
+        " mean_share DOUBLE, sd_share DOUBLE)"
     )
     con.executemany(
-        "INSERT INTO t VALUES ('run', NULL, ?, ?, ?, ?, ?)",
+        "INSERT INTO t VALUES ('run', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (r, late * US, caused, window, None if c is None else c * US)
-            for r, late, caused, window, c in rows
+            (r, late * US, caused, window, None if c is None else c * US, d * US, k, m, sd)
+            for r, late, caused, window, c, d, k, m, sd in rows
         ],
     )
     out = con.execute("SELECT rank, flagged, kind FROM _straggler_scores(t) ORDER BY rank")
@@ -40,34 +42,33 @@ def scores(con, rows):
 
 
 W = 1_000_000  # window ns; caused 300_000 with 5 ranks = 6 % cost share
-# (case, rows (rank, lateness µs, caused ns, window ns, compute µs), flagged {rank: kind})
+
+
+def five(late4=500, caused4=300_000, comp4=100, delay4=400, units=6, share4=0.8, sd4=0.05):
+    """Five ranks; ranks 0-3 share the rest of the waiting evenly, rank 4 is the candidate.
+    t of rank 4 = (share4 - 1/5) * sqrt(units) / sd4."""
+    rest = (1 - share4) / 4
+    quiet = [(r, d, 0, W, 100 + d, 1, units, rest, 0.05) for r, d in enumerate((0, 1, -1, 2))]
+    return [*quiet, (4, late4, caused4, W, comp4, delay4, units, share4, sd4)]
+
+
+# (case, rows, flagged {rank: kind}); t = (share - 1/n) sqrt(units) / max(sd, 0.001)
 SCORE_CASES = [
-    ("outlier, compute",
-     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 300_000, W, 900)],
-     {4: "compute"}),
-    ("outlier, normal compute: other",
-     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 300_000, W, 100)],
-     {4: "other"}),
-    ("compute outlier too small to explain the lateness",
-     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 300_000, W, 150)],
-     {4: "other"}),
-    ("below the 10 µs floor",
-     [(0, 0, 0, W, 100), (1, 0.1, 0, W, 100), (2, -0.1, 0, W, 100), (3, 0.2, 0, W, 100), (4, 9, 300_000, W, 100)],
-     {}),
-    ("cost under 5 %",
-     [(0, 0, 0, W, 100), (1, 1, 0, W, 101), (2, -1, 0, W, 99), (3, 2, 0, W, 100), (4, 500, 200_000, W, 100)],
-     {}),
-    ("MAD 0: any excess above the floor",
-     [(0, 0, 0, W, 100), (1, 0, 0, W, 100), (2, 0, 0, W, 100), (3, 0, 0, W, 100), (4, 20, 300_000, W, 100)],
-     {4: "other"}),
-    ("two ranks: the later one",
-     [(0, -30, 0, W, 100), (1, 30, 200_000, W, 100)],
-     {1: "other"}),
-    ("no compute measured: unknown",
-     [(0, 0, 0, W, None), (1, 1, 0, W, None), (2, -1, 0, W, None), (3, 2, 0, W, None), (4, 500, 300_000, W, None)],
-     {4: "unknown"}),
-    ("spread, no outlier",
-     [(0, -200, 100_000, W, 100), (1, -100, 100_000, W, 100), (2, 0, 100_000, W, 100), (3, 100, 100_000, W, 100), (4, 200, 100_000, W, 100)],
+    ("consistent, more compute: compute", five(comp4=400), {4: "compute"}),
+    ("consistent, normal compute: other", five(), {4: "other"}),
+    ("extra compute under half the delay: other", five(comp4=250), {4: "other"}),
+    ("t just below 4: (0.8-0.2)*sqrt(6)/0.37 = 3.97", five(sd4=0.37), {}),
+    ("t just above 4: (0.8-0.2)*sqrt(6)/0.36 = 4.08", five(sd4=0.36), {4: "other"}),
+    ("too few units (2)", five(units=2, sd4=0.001), {}),
+    ("below the 10 µs floor", five(late4=9), {}),
+    ("cost under 5 %", five(caused4=200_000), {}),
+    ("every unit agrees (sd 0): finite t, flagged", five(sd4=0.0), {4: "other"}),
+    ("no compute measured: unknown", [(*r[:4], None, *r[5:]) for r in five()], {4: "unknown"}),
+    ("two ranks: the one causing all waiting; compute vs the other rank",
+     [(0, -30, 0, W, 100, 0, 6, 0.0, 0.0), (1, 30, 200_000, W, 150, 60, 6, 1.0, 0.0)],
+     {1: "compute"}),
+    ("two ranks, shares 0.6/0.4 with spread: chance",
+     [(0, -30, 80_000, W, 100, 0, 6, 0.4, 0.3), (1, 30, 120_000, W, 100, 60, 6, 0.6, 0.3)],
      {}),
 ]  # fmt: skip
 
@@ -82,11 +83,14 @@ def test_flag_and_kind_rules(con, case, rows, expected):
 def test_scopes_are_scored_apart(con):
     con.execute(
         "CREATE OR REPLACE TEMP TABLE t AS SELECT * FROM (VALUES"
-        " ('step', 1, 0, 0.0, 0, 1000000, 1.0), ('step', 1, 1, 0.0, 0, 1000000, 1.0),"
-        " ('step', 1, 2, 90000.0, 200000, 1000000, 1.0),"
-        " ('step', 2, 0, 90000.0, 200000, 1000000, 1.0), ('step', 2, 1, 0.0, 0, 1000000, 1.0),"
-        " ('step', 2, 2, 0.0, 0, 1000000, 1.0))"
-        " t(level, step, rank, lateness_ns, caused_ns, window_ns, compute_ns)"
+        " ('step', 1, 0, 0.0, 0, 1000000, 1.0, 0.0, 8, 0.0, 0.0),"
+        " ('step', 1, 1, 0.0, 0, 1000000, 1.0, 0.0, 8, 0.0, 0.0),"
+        " ('step', 1, 2, 90000.0, 200000, 1000000, 1.0, 90000.0, 8, 1.0, 0.0),"
+        " ('step', 2, 0, 90000.0, 200000, 1000000, 1.0, 90000.0, 8, 1.0, 0.0),"
+        " ('step', 2, 1, 0.0, 0, 1000000, 1.0, 0.0, 8, 0.0, 0.0),"
+        " ('step', 2, 2, 0.0, 0, 1000000, 1.0, 0.0, 8, 0.0, 0.0))"
+        " t(level, step, rank, lateness_ns, caused_ns, window_ns, compute_ns, delay_ns, n_units,"
+        " mean_share, sd_share)"
     )
     got = con.execute(
         "SELECT step, rank FROM _straggler_scores(t) WHERE flagged ORDER BY step"
@@ -99,15 +103,15 @@ def call(rank, ts, dur, seq):
 
 
 def test_levels_per_step_and_run(con):
-    """3 ranks, 2 steps of 2 all-reduces each; rank 2 arrives 100 µs late every time."""
+    """3 ranks, 2 steps of 3 all-reduces each; rank 2 arrives 100 µs late every time."""
     rows, steps = [], []
     for r in range(3):
         for s in range(2):
             steps.append((r, s, s * 1_000_000, 1_000_000))
-            for j in range(2):
-                t = s * 1_000_000 + (j + 1) * 300_000
+            for j in range(3):
+                t = s * 1_000_000 + (j + 1) * 250_000
                 late = 100_000 if r == 2 else r * 1_000
-                rows.append(call(r, t + late, 150_000 - late, 2 * s + j))
+                rows.append(call(r, t + late, 150_000 - late, 3 * s + j))
     con.executemany(
         "INSERT INTO collectives (run_id, file_id, rank, ts, dur, launch_ts, op, pg_name,"
         " group_size, seq, seq_source, dtype, in_nelems, out_nelems, in_bytes, out_bytes)"
@@ -121,18 +125,23 @@ def test_levels_per_step_and_run(con):
         for r in con.execute("SELECT * FROM straggler_ranks(1)").df().to_dict("records")
     }
     assert [run[r]["flagged"] for r in range(3)] == [False, False, True]
-    assert (run[2]["n_last"], run[2]["n_instances"], run[2]["late_fraction"]) == (4, 4, 1.0)
+    assert (run[2]["n_last"], run[2]["n_instances"], run[2]["late_fraction"]) == (6, 6, 1.0)
     assert (run[2]["n_steps"], run[2]["steps_flagged"]) == (2, 2)
     assert run[2]["lateness_ns"] == 99_000
     assert run[2]["kind"] == "unknown" and run[2]["compute_ns"] == 0  # no activities
     # each instance: arrivals 0, 1, 100 µs; the first µs is shared by ranks 1 and 2 (500 ns
     # each), the next 99 µs keep two ranks waiting on rank 2 alone
-    assert [run[r]["caused_ns"] for r in range(3)] == [0, 4 * 500, 4 * 198_500]
-    assert [run[r]["wait_ns"] for r in range(3)] == [4 * 100_000, 4 * 99_000, 0]
+    assert [run[r]["caused_ns"] for r in range(3)] == [0, 6 * 500, 6 * 198_500]
+    assert [run[r]["wait_ns"] for r in range(3)] == [6 * 100_000, 6 * 99_000, 0]
     assert run[2]["window_ns"] == 2_000_000
-    assert run[2]["cost_share"] == pytest.approx(4 * 198_500 / (3 * 2_000_000))
+    assert run[2]["cost_share"] == pytest.approx(6 * 198_500 / (3 * 2_000_000))
+    # units: the run has 2 steps (< 3), so its units are the 6 instances; rank 2's share of
+    # each is 198_500 / 199_000; a step's units are its 3 instances
+    assert run[2]["n_units"] == 6
+    assert run[2]["mean_share"] == pytest.approx(198_500 / 199_000)
+    assert run[2]["delay_ns"] == 100_000  # 100 µs after rank 0 at its latest collective
     per_step = con.execute("SELECT step, rank, caused_ns FROM straggler_steps(1) WHERE flagged")
-    assert per_step.fetchall() == [(0, 2, 397_000), (1, 2, 397_000)]
+    assert per_step.fetchall() == [(0, 2, 595_500), (1, 2, 595_500)]
 
 
 def test_single_rank_is_not_applicable(con):

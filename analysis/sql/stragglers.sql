@@ -1,5 +1,5 @@
 -- stragglers: which ranks arrive late at collectives, what it costs the others, and why.
--- requires: collectives, operator_compute
+-- requires: collectives, operator_compute, policy
 -- Definitions (ns unless noted), over the instances of collective_ranks that are end-synchronous,
 -- seen by >= 2 ranks and without size mismatch, per rank r in a scope (the run, or one step):
 --   late_fraction = instances where r arrived last / instances of r,
@@ -11,82 +11,145 @@
 --                   waiting for r (window = median step window, summed over steps),
 --   compute       = operator compute time (operator_compute), median over steps for the run,
 --   compute_score = robust z of compute among the scope's ranks.
--- A rank is FLAGGED when (1) it is an outlier: score > 3.5 (with <= 2 ranks, or MAD = 0, any
--- positive excess), (2) it is late by a measurable amount: excess >= 10 µs (timestamp
--- resolution and clock residuals are µs), and (3) it matters: cost_share >= 5 %.
--- The median makes the test persistent by construction: a rank late in under half of its
--- instances has a normal lateness. A flagged rank's KIND is 'compute' when its compute is an
--- outlier too (same outlier rule on compute_score) and its compute excess per step is at least
--- half its lateness excess: it arrives late because it had more work. Otherwise 'other': late
--- without extra operator work (host stall, input pipeline, sleep, launch delay, or waiting in
--- another group); 'unknown' when there is no compute to compare (no steps, or no operator or
--- kernel activity on the median rank).
+-- Who is named (policy constants in analysis/policy.sql) follows from the wait each rank causes,
+-- not from its lateness alone (a rank that is last at a few long waits matters more than one
+-- that is a little late everywhere, and a z-score over a handful of ranks is unstable):
+--   share         = the rank's share of the waiting of one unit (a step when the scope has
+--                   >= 3 steps with waiting, else one collective instance),
+--   mean_share    = mean over the scope's units of share,
+--   consistency_t = one-sided t statistic of share against the fair share 1/n over the units:
+--                   (mean_share - 1/n) / (sd(share) / sqrt(units)); +inf when every unit agrees.
+-- A rank is FLAGGED when (1) it causes more than its fair share of the waiting consistently:
+-- consistency_t >= straggler_min_t() over >= straggler_min_units() units, (2) it matters:
+-- cost_share >= straggler_min_cost_share(), and (3) it is late by a measurable amount: excess >=
+-- straggler_min_excess_ns() (timestamps and clock residuals are µs). With 2 ranks the test still
+-- works (share is 1/2 by chance); with 10^4 ranks a fair share is tiny and the test is the same.
+-- A flagged rank's KIND is 'compute' when it did more operator work than the median rank by at
+-- least half of its delay (delay = how much later than the first rank it arrives at its latest
+-- collective of a step; median over steps for the run. The "median rank" is the median over all
+-- ranks, or the other rank when there are two): it
+-- arrives late because it had more work. Otherwise 'other': late without extra operator work
+-- (host stall, input pipeline, sleep, launch delay, or waiting in another group); 'unknown'
+-- when there is no compute to compare (no steps, or no operator or kernel activity).
+-- The robust z of lateness (score) and of compute (compute_score) are kept as descriptive
+-- figures; they no longer decide the flag.
 
 -- _straggler_scores(tbl): scores, flags and kinds for per-rank figures of several scopes.
 --   tbl       table name with level, step (scope = (level, step)), rank, lateness_ns,
---             caused_ns, window_ns, compute_ns, and any other columns (passed through).
---   returns   tbl's columns plus n_ranks (ranks in the scope), excess_ns, score, cost_share,
---             compute_excess_ns, compute_ratio, compute_score, flagged, kind (see the header).
--- Algorithm: medians and MADs by window over the scope; the rules of the header.
+--             caused_ns, window_ns, compute_ns, delay_ns, n_units, mean_share, sd_share, and
+--             any other columns (passed through).
+--   returns   tbl's columns but sd_share, plus n_ranks (ranks in the scope), excess_ns, score,
+--             cost_share, consistency_t, compute_excess_ns, compute_ratio, compute_score,
+--             flagged, kind (see the header).
+-- Algorithm: medians and MADs by window over the scope; "the median rank" is the other rank
+-- when the scope has two; the rules of the header.
 CREATE OR REPLACE TEMP MACRO _straggler_scores(tbl) AS TABLE
 WITH m AS (
     SELECT *,
         median(lateness_ns) OVER s AS med_late,
-        median(compute_ns) OVER s AS med_comp,
+        median(compute_ns) OVER s AS med_comp_all,
+        sum(compute_ns) OVER s AS sum_comp,
         count(*) OVER s AS n_ranks
     FROM query_table(tbl)
     WINDOW s AS (PARTITION BY level, step)
 ),
+o AS (
+    SELECT *,
+        CASE WHEN n_ranks = 2 THEN sum_comp - compute_ns ELSE med_comp_all END AS med_comp
+    FROM m
+),
 d AS (
     SELECT *,
         median(abs(lateness_ns - med_late)) OVER s AS mad_late,
-        median(abs(compute_ns - med_comp)) OVER s AS mad_comp
-    FROM m
+        median(abs(compute_ns - med_comp_all)) OVER s AS mad_comp
+    FROM o
     WINDOW s AS (PARTITION BY level, step)
 ),
 z AS (
-    SELECT * EXCLUDE (med_late, mad_late, mad_comp),
+    SELECT * EXCLUDE (med_late, mad_late, mad_comp, med_comp_all, sum_comp, sd_share),
         lateness_ns - med_late AS excess_ns,
         0.6745 * (lateness_ns - med_late) / NULLIF(mad_late, 0) AS score,
         caused_ns / NULLIF(n_ranks * window_ns, 0) AS cost_share,
+        (mean_share - 1.0 / n_ranks) * sqrt(n_units) / greatest(sd_share, 0.001)
+            AS consistency_t,
         compute_ns - med_comp AS compute_excess_ns,
         compute_ns / NULLIF(med_comp, 0) AS compute_ratio,
-        0.6745 * (compute_ns - med_comp) / NULLIF(mad_comp, 0) AS compute_score,
-        CASE
-            WHEN n_ranks <= 2 OR mad_late = 0 THEN lateness_ns - med_late > 0
-            ELSE 0.6745 * (lateness_ns - med_late) / mad_late > 3.5
-        END AS late_outlier,
-        CASE
-            WHEN n_ranks <= 2 OR mad_comp = 0 THEN compute_ns - med_comp > 0
-            ELSE 0.6745 * (compute_ns - med_comp) / mad_comp > 3.5
-        END AS compute_outlier
+        0.6745 * (compute_ns - med_comp_all) / NULLIF(mad_comp, 0) AS compute_score
     FROM d
 ),
 f AS (
     SELECT *,
-        coalesce(late_outlier AND excess_ns >= 10000 AND cost_share >= 0.05, false) AS flagged
+        coalesce(
+            n_units >= straggler_min_units()
+            AND consistency_t >= straggler_min_t()
+            AND cost_share >= straggler_min_cost_share()
+            AND excess_ns >= straggler_min_excess_ns(),
+            false
+        ) AS flagged
     FROM z
 )
-SELECT * EXCLUDE (late_outlier, compute_outlier, med_comp),
+SELECT * EXCLUDE (med_comp),
     CASE
         WHEN NOT flagged THEN NULL
         WHEN compute_ns IS NULL OR coalesce(med_comp, 0) = 0 THEN 'unknown'
-        WHEN compute_outlier AND compute_excess_ns >= 0.5 * excess_ns THEN 'compute'
+        WHEN compute_excess_ns > 0
+            AND compute_excess_ns >= straggler_compute_fraction() * greatest(delay_ns, 0)
+            THEN 'compute'
         ELSE 'other'
     END AS kind
 FROM f;
+
+-- _straggler_units(r): each rank's share of the waiting of every unit, for both levels.
+--   r         table name of usable collective_ranks rows (step, ik, rank, caused_ns).
+--   returns   level, step, rank, n_units, mean_share, sd_share: over the units of the scope
+--             with any waiting; units are the instances of a step (level 'step'), and the
+--             steps of the run (level 'run') when >= straggler_min_units() steps have waiting,
+--             else the run's instances.
+-- Algorithm: caused per (unit, rank) / caused per unit; mean and sample sd per rank.
+CREATE OR REPLACE TEMP MACRO _straggler_units(r) AS TABLE
+WITH by_inst AS (
+    SELECT step, ik AS unit, rank, sum(caused_ns) AS c FROM query_table(r) GROUP BY ALL
+),
+by_step AS (
+    SELECT step, rank, sum(c) AS c FROM by_inst GROUP BY ALL
+),
+step_units AS (
+    SELECT count(DISTINCT step) AS k FROM by_step WHERE c > 0
+),
+u AS (
+    SELECT 'step' AS level, step, unit, rank, c FROM by_inst
+    UNION ALL
+    SELECT 'run', NULL, coalesce(step, -1), rank, c FROM by_step
+    WHERE (SELECT k FROM step_units) >= straggler_min_units()
+    UNION ALL
+    SELECT 'run', NULL, unit, rank, c FROM by_inst
+    WHERE (SELECT k FROM step_units) < straggler_min_units()
+),
+s AS (
+    SELECT *, c / sum(c) OVER (PARTITION BY level, step, unit) AS share
+    FROM u
+    QUALIFY sum(c) OVER (PARTITION BY level, step, unit) > 0
+)
+SELECT level, step, rank, count(*) AS n_units, avg(share) AS mean_share,
+    coalesce(stddev_samp(share), 0) AS sd_share
+FROM s
+GROUP BY level, step, rank;
 
 -- _straggler_levels(rid): per-rank straggler figures of run `rid`, for the whole run
 -- (level 'run', step NULL) and for every step (level 'step').
 --   returns   level, step, rank, host, n_instances, n_last, late_fraction, lateness_ns,
 --             wait_ns (total wait the rank suffered), caused_ns (total wait it caused),
---             window_ns, compute_ns, then the columns of _straggler_scores.
+--             delay_ns (its largest arrival after the first rank in a step; median over steps
+--             for the run), window_ns, compute_ns, n_units, mean_share, then the columns of
+--             _straggler_scores.
 -- Algorithm: aggregate the usable collective_ranks rows per (step, rank) and per rank; window
 -- per step = median step window over ranks (the span of the step's instances when the step is
--- NULL); run window = sum of step windows; compute and step windows from operator_compute.
+-- NULL); run window = sum of step windows; compute and step windows from operator_compute;
+-- shares from _straggler_units.
 CREATE OR REPLACE TEMP MACRO _straggler_levels(rid) AS TABLE
 WITH r AS MATERIALIZED (
-    SELECT * FROM collective_ranks(rid) WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch
+    SELECT *, max(wait_ns) OVER (PARTITION BY ik) - wait_ns AS behind_ns
+    FROM collective_ranks(rid) WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch
 ),
 comp AS MATERIALIZED (SELECT rank, step, compute_ns, window_ns FROM operator_compute(rid)),
 win AS (
@@ -97,11 +160,13 @@ sw AS MATERIALIZED (
     FROM (SELECT step, max(te) - min(ts) AS span_ns FROM r GROUP BY step) s
     LEFT JOIN win w ON s.step = w.step
 ),
+units AS MATERIALIZED (SELECT * FROM _straggler_units(r)),
 per_step AS (
     SELECT 'step' AS level, r.step, r.rank, any_value(r.host) AS host,
         count(*) AS n_instances, count(*) FILTER (WHERE r.is_last) AS n_last,
         median(r.lateness_ns) AS lateness_ns,
-        sum(r.wait_ns)::BIGINT AS wait_ns, sum(r.caused_ns)::BIGINT AS caused_ns
+        sum(r.wait_ns)::BIGINT AS wait_ns, sum(r.caused_ns)::BIGINT AS caused_ns,
+        max(r.behind_ns) AS delay_ns
     FROM r
     GROUP BY r.step, r.rank
 ),
@@ -109,7 +174,8 @@ per_run AS (
     SELECT 'run' AS level, NULL::BIGINT AS step, rank, any_value(host) AS host,
         count(*) AS n_instances, count(*) FILTER (WHERE is_last) AS n_last,
         median(lateness_ns) AS lateness_ns,
-        sum(wait_ns)::BIGINT AS wait_ns, sum(caused_ns)::BIGINT AS caused_ns
+        sum(wait_ns)::BIGINT AS wait_ns, sum(caused_ns)::BIGINT AS caused_ns,
+        (SELECT median(delay_ns) FROM per_step q WHERE q.rank = r.rank) AS delay_ns
     FROM r
     GROUP BY rank
 ),
@@ -124,7 +190,14 @@ rows AS (
     LEFT JOIN (SELECT rank, median(compute_ns) AS compute_ns FROM comp GROUP BY rank) c
         ON c.rank = p.rank
 ),
-t AS (SELECT *, n_last / n_instances AS late_fraction FROM rows)
+t AS (
+    SELECT x.*, x.n_last / x.n_instances AS late_fraction,
+        coalesce(u.n_units, 0) AS n_units, coalesce(u.mean_share, 0) AS mean_share,
+        coalesce(u.sd_share, 0) AS sd_share
+    FROM rows x
+    LEFT JOIN units u
+        ON u.level = x.level AND u.step IS NOT DISTINCT FROM x.step AND u.rank = x.rank
+)
 SELECT * FROM _straggler_scores(t);
 
 -- straggler_steps(rid): straggler figures per (step, rank) of run `rid`.
@@ -141,12 +214,16 @@ SELECT * FROM _straggler_scores(t);
 --             cost_share    caused_ns / (n_ranks x window_ns),
 --             compute_ns    operator compute of the rank in the step (NULL: none measured),
 --             compute_excess_ns, compute_ratio (compute / median), compute_score (robust z),
---             n_ranks       ranks in the step, flagged, kind (rules in the header).
+--             n_ranks       ranks in the step, flagged, kind (rules in the header),
+--             mean_share    the rank's mean share of the waiting over the units (instances),
+--             n_units       units with waiting, consistency_t (header),
+--             delay_ns      how much later than the first rank the rank arrives at its
+--                           latest collective of the step (the header's delay).
 -- Algorithm: the 'step' level of _straggler_levels.
 CREATE OR REPLACE TEMP MACRO straggler_steps(rid) AS TABLE
 SELECT step, rank, host, n_instances, n_last, late_fraction, lateness_ns, excess_ns, score,
     wait_ns, caused_ns, window_ns, cost_share, compute_ns, compute_excess_ns, compute_ratio,
-    compute_score, n_ranks, flagged, kind
+    compute_score, n_ranks, flagged, kind, mean_share, n_units, consistency_t, delay_ns
 FROM _straggler_levels(rid)
 WHERE level = 'step'
 ORDER BY step, rank;
@@ -167,7 +244,7 @@ s AS (
 SELECT l.rank, l.host, l.n_instances, l.n_last, l.late_fraction, l.lateness_ns, l.excess_ns,
     l.score, l.wait_ns, l.caused_ns, l.window_ns, l.cost_share, l.compute_ns,
     l.compute_excess_ns, l.compute_ratio, l.compute_score, l.n_ranks, s.n_steps,
-    s.steps_flagged, l.flagged, l.kind
+    s.steps_flagged, l.flagged, l.kind, l.mean_share, l.n_units, l.consistency_t, l.delay_ns
 FROM l JOIN s ON s.rank = l.rank
 WHERE l.level = 'run'
 ORDER BY l.rank;
