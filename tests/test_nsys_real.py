@@ -143,7 +143,22 @@ def test_nccl_nvtx_ranges_are_kept_with_their_domain(mfu: tuple[Path, Path]) -> 
         "SELECT cat, count(*) FROM activities WHERE cat LIKE 'nvtx%' GROUP BY cat ORDER BY cat"
     ).fetchall()
     con.close()
-    assert rows == [("nvtx", 18656), ("nvtx:NCCL", 462)]
+    # the export's own rows: closed push/pop ranges (eventType 59 = NvtxPushPopRange in its
+    # ENUM_NSYS_EVENT_TYPE) of the default domain (0) and of the unnamed domain whose ranges
+    # are all NCCL API calls (ncclSend, ncclRecv, ncclGroupStart/End, ncclCommCount)
+    sq = sqlite3.connect(f"file:{mfu[1]}?mode=ro", uri=True)
+    (pushpop,) = sq.execute(
+        "SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name = 'NvtxPushPopRange'"
+    ).fetchone()
+    q = (
+        "SELECT iif(domainId = 0, 'default', 'other'), count(*), count(*) FILTER (WHERE coalesce(text, s.value) "
+        "NOT GLOB 'nccl[A-Z]*') FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+        "WHERE eventType = ? AND end IS NOT NULL GROUP BY 1"
+    )
+    by_domain = {d: (n, not_nccl) for d, n, not_nccl in sq.execute(q, (pushpop,))}
+    sq.close()
+    assert by_domain["other"][1] == 0  # the other domain's ranges are all NCCL calls
+    assert rows == [("nvtx", by_domain["default"][0]), ("nvtx:NCCL", by_domain["other"][0])]
 
 
 def test_plain_and_gzipped_exports_parse_identically(tmp_path: Path) -> None:
