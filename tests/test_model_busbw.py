@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.model.busbw import busbw_factor, ring_steps
+from analysis.model.collectives import Link, Topology, ring
 
 
 @pytest.mark.parametrize(
@@ -24,10 +25,12 @@ def test_factors(op, n, factor):
     assert busbw_factor(op, n) == factor
 
 
-def test_nvls_busbw_to_time():
-    # MODEL.md §8: 14 GB on one 8×H100 node at NVLS busbw 480 GB/s takes 51 ms
-    t = busbw_factor("allreduce", 8) * 14e9 / 480e9
+def test_a_ring_at_link_bandwidth_b_has_bus_bandwidth_b():
+    # the convention's point: a ring all-reduce of 14 GB over 8 ranks on 480 GB/s links takes
+    # 2·7/8 · 14 / 480 s = 51.04 ms (hand arithmetic), and factor · S / t gives back 480 GB/s
+    t = ring("allreduce", 14e9, Topology(8, Link(480e9))).total_s
     assert t * 1e3 == pytest.approx(51.04, abs=0.01)
+    assert busbw_factor("allreduce", 8) * 14e9 / t == pytest.approx(480e9)
 
 
 def test_ring_steps():
