@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest import kineto, nccl_log, nsys, nsys_source
+from ingest import flight_recorder, kineto, nccl_log, nsys, nsys_source
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
@@ -28,6 +28,7 @@ def _parse_kineto(path: Path, opts: ParseOptions) -> Parsed:
 
 FORMATS: list[Format] = [
     Format("nsys", nsys_source.looks_like_nsys, nsys.parse),
+    Format(flight_recorder.FORMAT, flight_recorder.sniff, flight_recorder.parse),
     Format("kineto", lambda p, h: kineto.looks_like_kineto(h), _parse_kineto),
     Format("nccl_log", nccl_log.sniff, nccl_log.parse),
 ]

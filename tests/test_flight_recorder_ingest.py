@@ -1,0 +1,152 @@
+"""Flight Recorder dumps: content sniffing, JSON and pickle forms, the restricted unpickler, and
+clear errors for bad dumps (real dumps from sample_traces/generate_flight_recorder.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import pickletools
+
+import pytest
+
+from ingest import flight_recorder, formats, safe_pickle, store
+from ingest.errors import IngestError
+from ingest.options import ParseOptions
+from tests.conftest import SAMPLES
+
+SKIP = SAMPLES / "fr_skip"
+SKIP_PICKLE = SAMPLES / "fr_skip_pickle"
+
+
+def _plain(src, dest):
+    dest.write_bytes(gzip.decompress(src.read_bytes()))
+    return dest
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_json_and_pickle_of_one_buffer_give_the_same_rows(rank):
+    a = formats.parse(SKIP / f"rank{rank}.json.gz")
+    b = formats.parse(SKIP_PICKLE / f"rank{rank}.pkl.gz")
+    assert a.format == b.format == "flight_recorder"
+    assert (a.detail["form"], b.detail["form"]) == ("json", "pickle")
+    for name, table in a.tables.items():
+        other = b.tables[name]
+        if name == "fr_dumps":
+            table, other = table.drop_columns(["form"]), other.drop_columns(["form"])
+        assert table.equals(other), name
+
+
+def test_rows_of_a_real_dump():
+    p = formats.parse(SKIP / "rank0.json.gz")
+    truth = json.loads((SKIP / "ground_truth.json").read_text())
+    e = p.tables["fr_entries"].to_pylist()
+    # What the generator called: `good` all_reduces of `numel` floats, then all_gather.
+    assert [r["collective_seq_id"] for r in e] == list(range(1, truth["hang_seq"] + 1))
+    assert [r["profiling_name"] for r in e] == ["gloo:all_reduce"] * 5 + ["gloo:all_gather"]
+    assert e[-1]["input_sizes"] == [[truth["expected_numel"]]]
+    assert e[-1]["output_sizes"] == [[4, truth["expected_numel"]]]
+    assert e[-1]["out_nelems"] == 4 * truth["expected_numel"]
+    assert e[0]["input_dtypes"] == ["Float"] and e[0]["op"] == "allreduce"
+    assert e[0]["pg_name"] == "0" and e[0]["pg_desc"] == "default_pg"
+    # gloo tracks no start/end: JSON writes 0, pickle None; both are stored as NULL
+    assert {r["time_started_ns"] for r in e} == {None}
+    assert p.tables["fr_groups"].to_pylist()[0]["ranks"] == [0, 1, 2, 3]
+    assert p.tables["fr_dumps"].to_pylist()[0]["rank"] == 0
+
+
+def test_rank_from_file_name_or_option(tmp_path):
+    src = _plain(SKIP / "rank2.json.gz", tmp_path / "nccl_trace_rank_2")
+    assert formats.parse(src).detail["rank"] == 2
+    assert formats.parse(src, ParseOptions(rank=7)).detail == {
+        **formats.parse(src).detail,
+        "rank": 7,
+        "rank_source": "option",
+    }
+    nameless = _plain(SKIP / "rank2.json.gz", tmp_path / "dump.json")
+    with pytest.raises(IngestError, match="dump.json: Flight Recorder dumps do not record"):
+        formats.parse(nameless)
+
+
+def test_kineto_trace_beside_the_dumps_is_still_kineto():
+    assert formats.detect(SKIP / "rank0.pt.trace.json.gz").name == "kineto"
+    assert formats.detect(SKIP / "rank0.json.gz").name == "flight_recorder"
+    assert formats.detect(SKIP_PICKLE / "rank0.pkl.gz").name == "flight_recorder"
+
+
+class _Boom:
+    """Unpickling this runs os.system (with the standard unpickler)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def _evil_dumps(marker):
+    """Pickles that would run a command, in several spellings."""
+    dump = {"version": "2.10", "pg_config": {}, "entries": [_Boom(marker)]}
+    yield "reduce_p4", pickle.dumps(dump, protocol=4)
+    yield "reduce_p2", pickle.dumps(dump, protocol=2)
+    yield "global_p0", f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()
+    # INST: class and arguments in one opcode
+    yield "inst", f"(S'touch {marker}'\nios\nsystem\n.".encode()
+
+
+@pytest.mark.parametrize("which", ["reduce_p4", "reduce_p2", "global_p0", "inst"])
+def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path, which):
+    marker = tmp_path / "pwned"
+    data = dict(_evil_dumps(marker))[which]
+    assert any(op.name in ("REDUCE", "INST") for op, _, _ in pickletools.genops(data))
+    path = tmp_path / "rank0.pkl"
+    path.write_bytes(data)
+    with pytest.raises(IngestError, match=r"rank0.pkl: refused pickle: opcode"):
+        flight_recorder.parse(path)
+    with pytest.raises(safe_pickle.UnsafePickle):
+        safe_pickle.loads(data)
+    assert not marker.exists()
+
+
+def test_malicious_pickle_fails_the_ingest_and_stores_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "rank1.pkl"
+    path.write_bytes(dict(_evil_dumps(marker))["reduce_p4"])
+    con = store.connect(tmp_path / "s.duckdb")
+    with pytest.raises(IngestError, match="refused pickle"):
+        store.ingest(con, "r", [SKIP / "rank0.json.gz", path])
+    assert con.execute("SELECT count(*) FROM fr_entries").fetchone() == (0,)
+    assert not marker.exists()
+
+
+def test_safe_pickle_builds_plain_values():
+    value = {"a": [1, 2.5, None, True, -(2**70)], "b": ("x", "é"), "c": {}}
+    for proto in range(6):
+        assert safe_pickle.loads(pickle.dumps(value, protocol=proto)) == value
+    # bytes and sets have opcodes of their own from protocol 4 (before, they name a global)
+    more = {"b": b"y", "c": {3}, "d": frozenset({4})}
+    assert safe_pickle.loads(pickle.dumps(more, protocol=4)) == more
+    with pytest.raises(safe_pickle.UnsafePickle, match="GLOBAL"):
+        safe_pickle.loads(pickle.dumps(more, protocol=2))
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b'{"entries": [], "pg_config": {}}', "no 'version'"),
+        (b'{"version": "2.10", "entries": [{"record_id": 0}]}', "entry 0 has no process_group"),
+        (b'{"version": "2.10", "entries": [5]}', "entry 0 is not a record"),
+        (b'{"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "[0, x"}}}',
+         "pg_config['0']: ranks"),
+        (b'{"version": "2.10", "entries": [', "not valid JSON"),
+        (pickle.dumps([1, 2], protocol=4), "expected a dict with 'entries'"),
+        (b"\x80\x04garbage", "not a valid pickle stream"),
+    ],
+)  # fmt: skip
+def test_bad_dumps_name_the_file_and_the_problem(tmp_path, content, problem):
+    path = tmp_path / "rank3.json"
+    path.write_bytes(content)
+    with pytest.raises(IngestError) as e:
+        flight_recorder.parse(path)
+    assert str(e.value).startswith(str(path)) and problem in str(e.value)
