@@ -167,3 +167,11 @@ def render_markdown(report: dict) -> str:
             )
         out.append("")
     return "\n".join(out)
+
+
+def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = None) -> str:
+    """The post-mortem of run `run` of the store `con` as HTML or Markdown."""
+    from analysis.report import build_report  # noqa: PLC0415
+
+    report = build_report(con, run, keep_going=True)
+    return render_markdown(report) if fmt == "md" else render_html(report)
