@@ -304,11 +304,13 @@ JOIN _rank_domains(rid) rd ON rd.rank = a.rank;
 --             n_ranks      ranks seen in the instance,
 --             step         the instance's step (most common step of its calls; NULL: none),
 --             end_sync     the op ends together on all ranks (see collective_instances),
---             size_mismatch  the instance's calls disagree on sizes (see collective_instances).
+--             size_mismatch  the instance's calls disagree on sizes (see collective_instances),
+--             raw_ts       the arrival on the rank's own (unaligned) clock.
 -- Algorithm: a projection of _collective_rows.
 CREATE OR REPLACE TEMP MACRO collective_ranks(rid) AS TABLE
 SELECT pg_name, op, instance, match_key, ik, rank, host, ts, te, dur, bytes, wait_ns,
-    lateness_ns, arrival, is_last, caused_ns, n_ranks, inst_step AS step, end_sync, size_mismatch
+    lateness_ns, arrival, is_last, caused_ns, n_ranks, inst_step AS step, end_sync, size_mismatch,
+    raw_ts
 FROM _collective_rows(rid);
 
 -- collective_instances(rid): one row per matched instance of run `rid`.

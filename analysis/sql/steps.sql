@@ -40,18 +40,30 @@ SELECT rank, step, start_ts AS ts,
 FROM b
 WINDOW w AS (PARTITION BY rank ORDER BY step);
 
--- step_activities(rid): timeline activities of run `rid` clipped to each step window.
---   returns   rank, step, ts, dur, kind: every compute/comm/memory activity overlapping the
---             window, cut to [window ts, window end). An activity spanning two windows
---             appears in both, each time with only its part inside.
--- Algorithm: interval join of activities with step_windows on rank and overlap, then
--- greatest/least clipping.
-CREATE OR REPLACE TEMP MACRO step_activities(rid) AS TABLE
+-- step_clip(tbl, rid): intervals of run `rid` clipped to each step window.
+--   tbl       table name with rank, ts, dur (int64 ns, on the rank's own clock), kind.
+--   rid       run_id (for step_windows).
+--   returns   rank, step, ts, dur, kind: every interval overlapping a window of its rank, cut to
+--             [window ts, window end). An interval spanning two windows appears in both, each
+--             time with only its part inside.
+-- Algorithm: interval join with step_windows on rank and overlap, then greatest/least
+-- clipping. The one place where anything is assigned to steps by time.
+CREATE OR REPLACE TEMP MACRO step_clip(tbl, rid) AS TABLE
 SELECT w.rank, w.step,
     greatest(a.ts, w.ts) AS ts,
     least(a.ts + a.dur, w.ts + w.dur) - greatest(a.ts, w.ts) AS dur,
     a.kind
-FROM activities a
+FROM query_table(tbl) a
 JOIN step_windows(rid) w
-    ON a.rank = w.rank AND a.ts < w.ts + w.dur AND a.ts + a.dur > w.ts
-WHERE a.run_id = rid AND a.kind IN ('compute', 'comm', 'memory');
+    ON a.rank = w.rank AND a.ts < w.ts + w.dur AND a.ts + a.dur > w.ts;
+
+-- step_activities(rid): timeline activities of run `rid` clipped to each step window.
+--   returns   rank, step, ts, dur, kind: every compute/comm/memory activity overlapping the
+--             window, cut to [window ts, window end) (step_clip).
+-- Algorithm: step_clip over the run's timeline activities.
+CREATE OR REPLACE TEMP MACRO step_activities(rid) AS TABLE
+WITH a AS (
+    SELECT rank, ts, dur, kind FROM activities
+    WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
+)
+SELECT * FROM step_clip(a, rid);

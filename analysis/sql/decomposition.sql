@@ -1,0 +1,77 @@
+-- decomposition: every step of every rank split into parts that add up to it exactly.
+-- requires: intervals, steps, collectives
+-- Parts (ns), per (rank, step) window of steps.sql, from the rank's timeline activities and
+-- its matched collective calls:
+--   compute_only        compute with no communication running,
+--   compute_overlapped  compute while communication runs (hidden communication),
+--   exposed_transfer    communication not hidden by compute, after the last peer arrived (or
+--                       communication that no matched instance explains: unmatched calls,
+--                       point-to-point, instances of one rank),
+--   exposed_wait        communication not hidden by compute, before the last peer arrived:
+--                       the rank sits in the collective waiting for a late rank,
+--   memory_only         memory copies/sets and nothing else,
+--   idle                no activity at all (host, input pipeline, launch latency, sync).
+-- compute_only + compute_overlapped = tau_comp; exposed_transfer + exposed_wait = exposed_comm
+-- = tau_comm - overlap (overlap.sql); idle is overlap.sql's idle; the six add up to the window.
+-- The wait of a call is the aligned [arrival, last arrival) of its instance (collectives.sql),
+-- mapped back to the rank's own clock, and cut to the call's duration; only instances that are
+-- end-synchronous, seen by >= 2 ranks and without size mismatch have a wait.
+
+-- wait_intervals(rid): the waiting part of every usable collective call of run `rid`.
+--   returns   rank, ts, dur (ns, the rank's own clock), kind = 'wait'.
+-- Algorithm: [raw_ts, raw_ts + least(wait_ns, dur)) of collective_ranks rows.
+CREATE OR REPLACE TEMP MACRO wait_intervals(rid) AS TABLE
+SELECT rank, raw_ts AS ts, least(wait_ns, dur) AS dur, 'wait' AS kind
+FROM collective_ranks(rid)
+WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch AND wait_ns > 0 AND dur > 0;
+
+-- _decomposition_rows(rid): timeline activities and wait intervals of run `rid`.
+--   returns   rank, ts, dur, kind ('compute' | 'comm' | 'memory' | 'wait').
+CREATE OR REPLACE TEMP MACRO _decomposition_rows(rid) AS TABLE
+SELECT rank, ts, dur, kind FROM activities
+WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
+UNION ALL
+SELECT * FROM wait_intervals(rid);
+
+-- step_decomposition(rid): the parts of every (rank, step) window of run `rid`.
+--   returns   rank, step, step_ns (the window length), compute_only_ns,
+--             compute_overlapped_ns, exposed_transfer_ns, exposed_wait_ns, memory_only_ns,
+--             idle_ns. The six parts add up to step_ns.
+-- Algorithm: step_clip of activities and wait intervals, timeline_parts per (rank, step);
+-- idle = window - busy; windows without activity are all idle.
+CREATE OR REPLACE TEMP MACRO step_decomposition(rid) AS TABLE
+WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
+c AS (SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_clip(rows, rid)),
+p AS (SELECT * FROM timeline_parts(c))
+SELECT w.rank, w.step, w.dur AS step_ns,
+    coalesce(p.compute_only_ns, 0) AS compute_only_ns,
+    coalesce(p.compute_overlapped_ns, 0) AS compute_overlapped_ns,
+    coalesce(p.exposed_transfer_ns, 0) AS exposed_transfer_ns,
+    coalesce(p.exposed_wait_ns, 0) AS exposed_wait_ns,
+    coalesce(p.memory_only_ns, 0) AS memory_only_ns,
+    w.dur - coalesce(p.busy_ns, 0) AS idle_ns
+FROM step_windows(rid) w
+LEFT JOIN p ON p.grp = {'rank': w.rank, 'step': w.step}
+ORDER BY w.rank, w.step;
+
+-- rank_decomposition(rid): the same parts over each rank's whole trace (first start to last
+-- end of its timeline activity), for runs without step annotations.
+--   returns   rank, step_ns (the span), the six parts as step_decomposition.
+-- Algorithm: timeline_parts grouped by rank; idle = span - busy.
+CREATE OR REPLACE TEMP MACRO rank_decomposition(rid) AS TABLE
+WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
+span AS (
+    SELECT rank, max(ts + dur) - min(ts) AS span_ns FROM rows
+    WHERE kind <> 'wait' AND dur > 0 GROUP BY rank
+),
+g AS (SELECT rank AS grp, ts, dur, kind FROM rows),
+p AS (SELECT * FROM timeline_parts(g))
+SELECT s.rank, s.span_ns AS step_ns,
+    coalesce(p.compute_only_ns, 0) AS compute_only_ns,
+    coalesce(p.compute_overlapped_ns, 0) AS compute_overlapped_ns,
+    coalesce(p.exposed_transfer_ns, 0) AS exposed_transfer_ns,
+    coalesce(p.exposed_wait_ns, 0) AS exposed_wait_ns,
+    coalesce(p.memory_only_ns, 0) AS memory_only_ns,
+    s.span_ns - coalesce(p.busy_ns, 0) AS idle_ns
+FROM span s LEFT JOIN p ON p.grp = s.rank
+ORDER BY s.rank;
