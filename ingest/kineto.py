@@ -27,12 +27,13 @@ from ingest.dtypes import dtype_size
 from ingest.errors import IngestError
 from ingest.kineto_events import Args, DistInfo, Event, Header, Id
 from ingest.parsed import Parsed
-from ingest.schema import COLLECTIVES, PROCESS_GROUPS, RANKS, STEPS
+from ingest.schema import COLLECTIVES, MAX_NS, PROCESS_GROUPS, RANKS, STEPS, TIME_RANGE
 from ingest.sources import DEFAULT_MAX_BYTES, read_bytes
 
 FORMAT = "kineto"
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-RANK_IN_NAME = re.compile(r"(?:rank|worker)[_\-.]?(\d+)", re.IGNORECASE)
+STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # longer numbers are not steps
+RANK_IN_NAME = re.compile(r"(?:rank|worker)[_\-.]?(\d{1,9})(?!\d)", re.IGNORECASE)
+INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 EPOCH_US_MIN = 1e15  # absolute epoch µs are ~1.5e15 and later; relative ones are far smaller
 DROPPED_CATS = frozenset({"python_function", "Trace"})
 
@@ -47,19 +48,29 @@ def looks_like_kineto(head: bytes) -> bool:
     )
 
 
-def _to_ns(values: list) -> np.ndarray:
-    """µs (int or float) → int64 ns, exact for integer epoch µs and to ~1 ns for floats."""
-    a = np.asarray(values, dtype=np.float64)
+def _to_ns(values: np.ndarray) -> np.ndarray:
+    """µs (float64, within the store's time range) → int64 ns, exact for integer epoch µs and to
+    ~1 ns for floats."""
+    a = values
     whole = np.floor(a)
     return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
 
 
 def _int_or_none(v: Id) -> int | None:
+    """An integer, or a string of at most 18 ASCII digits as one; else None."""
     if isinstance(v, int):
         return v
-    if isinstance(v, str) and v.lstrip("-").isdigit():
+    if isinstance(v, str) and v.isascii() and v.lstrip("-").isdigit() and len(v.lstrip("-")) <= 18:
         return int(v)
     return None
+
+
+def _count(path: Path, v: Id, what: str) -> int | None:
+    """A rank or world size (the decoder bounds integers; a string is checked here)."""
+    n = _int_or_none(v)
+    if n is not None and not 0 <= n <= INT32_MAX:
+        raise IngestError(path, f"{what} {v!r} is out of range (0 to {INT32_MAX:,})")
+    return n
 
 
 def _as_int(v: Id) -> int | None:
@@ -80,13 +91,14 @@ def _first_tensor(dims: list | None, types: list | None) -> tuple[int | None, st
         return None, None
     d = dims[0]
     t = types[0] if types and isinstance(types[0], str) else None
-    if not all(isinstance(x, int) for x in d) or (not d and dtype_size(t) is None):
+    if not all(isinstance(x, int) and x >= 0 for x in d) or (not d and dtype_size(t) is None):
         return None, None
-    return prod(d), t  # a 0-d tensor (dims []) has one element
+    n = prod(d)
+    return (n, t) if n <= INT64_MAX else (None, None)  # a 0-d tensor (dims []) has one element
 
 
 def _rank_of(path: Path, dist: DistInfo | None, rank: int | None) -> tuple[int, str]:
-    if dist is not None and _int_or_none(dist.rank) is not None:
+    if dist is not None and _count(path, dist.rank, "distributedInfo.rank") is not None:
         return _int_or_none(dist.rank), "distributedInfo"  # type: ignore[return-value]
     m = RANK_IN_NAME.search(path.name)
     if m:
@@ -124,8 +136,8 @@ class _Chunks:
             xs, cats, names = self.add(evs)
             if not xs:
                 continue
-            cat_values = cats.dictionary.to_pylist()
-            cat_codes = cats.indices.to_numpy(False)
+            cat_values = [*cats.dictionary.to_pylist(), None]  # code -1: no category
+            cat_codes = pc.fill_null(cats.indices, -1).to_numpy(False)
             for j in _kept_rows(cats, names, comm):
                 e = xs[j]
                 e.cat = cat_values[cat_codes[j]]
@@ -167,9 +179,9 @@ class _Chunks:
                 pa.array([], pa.string()).dictionary_encode(),
                 pa.array([], pa.string()).dictionary_encode(),
             )
-        self.ts.append(_to_ns(np.array(list(map(_TS, xs)), np.float64)))
+        self.ts.append(np.array(list(map(_TS, xs)), np.float64))  # µs, checked in `in_range`
         dur = np.array(list(map(_DUR, xs)), np.float64)  # a missing dur is NaN
-        self.dur.append(np.maximum(_to_ns(np.nan_to_num(dur, nan=0.0)), 0))
+        self.dur.append(np.maximum(np.nan_to_num(dur, nan=0.0), 0.0))
         cats = _legacy(pa.array(list(map(_CAT, xs)), pa.string()).dictionary_encode())
         names = pc.fill_null(pa.array(list(map(_NAME, xs)), pa.string()), "").dictionary_encode()
         self.cat.append(cats)
@@ -186,6 +198,20 @@ class _Chunks:
         i["external_id"].append(ext)
         self.n += len(xs)
         return xs, cats, names
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the rows where `mask` is true (the kept events renumbered)."""
+        ends = np.cumsum([len(t) for t in self.ts])
+        for i, (a, b) in enumerate(zip(ends - [len(t) for t in self.ts], ends, strict=True)):
+            m = mask[a:b]
+            pm = pa.array(m)
+            self.ts[i], self.dur[i] = self.ts[i][m], self.dur[i][m]
+            self.cat[i], self.name[i] = self.cat[i].filter(pm), self.name[i].filter(pm)
+            for col in self.ints.values():
+                col[i] = col[i].filter(pm)
+        row = np.cumsum(mask) - 1
+        self.kept = {int(row[r]): e for r, e in self.kept.items() if mask[r]}
+        self.n = int(np.count_nonzero(mask))
 
     def column(self, name: str) -> pa.ChunkedArray:
         """One whole integer column (chunks are not copied)."""
@@ -313,16 +339,24 @@ def parse(
     del trace
     dist = header.distributedInfo
     rank_value, rank_source = _rank_of(path, dist, rank)
-    first_ts = float(chunks.ts[0][0]) / 1000
+    ts_us, dur_us = np.concatenate(chunks.ts), np.concatenate(chunks.dur)
     base = header.baseTimeNanoseconds
     if base is not None:
         time_base = "base_ns"
-    elif first_ts > EPOCH_US_MIN:
+    elif _first_time(ts_us) > EPOCH_US_MIN:
         time_base, base = "epoch_us", 0
     else:
         time_base, base = "unknown", 0
-    ts_ns = np.concatenate(chunks.ts) + base
-    dur_ns = np.concatenate(chunks.dur)
+    ok = _in_range(ts_us, dur_us, base)
+    dropped = len(ok) - int(np.count_nonzero(ok))
+    if dropped:
+        chunks.keep(ok)
+        ts_us, dur_us, kept = ts_us[ok], dur_us[ok], chunks.kept
+        if chunks.n == 0:
+            raise IngestError(path, f"no event has a time within {TIME_RANGE} ({dropped} events)")
+    ts_ns = _to_ns(ts_us) + base
+    dur_ns = _to_ns(dur_us)
+    del ts_us, dur_us
     cat_col, cat_codes, cats = chunks.strings("cat")
     name_col, name_codes, names = chunks.strings("name")
     pid, tid, corr = chunks.column("pid"), chunks.column("tid"), chunks.column("correlation")
@@ -379,13 +413,14 @@ def parse(
         },
     )
     steps = _steps(kept, step_rows, ts_ns, dur_ns, rank_value)
-    world = _int_or_none(dist.world_size) if dist else None
+    world = _count(path, dist.world_size, "distributedInfo.world_size") if dist else None
     threads = (pid_np, tid_np)
     collectives = _collectives(
         kept, comm_rows, ts_ns, dur_ns, launch_ns, launch_row, threads, gpu, rank_value, world
     )
     host_pid = int(pid_np[step_rows[0]]) if step_rows else _most_common(pid_np[cat_is({"cpu_op"})])
     device = _most_common(pid_np[is_device]) if gpu else None
+    device = device if device is not None and 0 <= device <= INT32_MAX else None
     ranks = _ranks_row(header, rank_value, rank_source, time_base, host_pid, device, world)
     pgs = _process_groups(dist, rank_value)
     detail = {
@@ -397,6 +432,9 @@ def parse(
         "collectives": collectives.num_rows,
         "rank_source": rank_source,
     }
+    if dropped:
+        detail["dropped_events"] = dropped
+        detail["dropped_reason"] = f"start or end outside {TIME_RANGE}"
     tables = {
         "ranks": ranks,
         "process_groups": pgs,
@@ -405,6 +443,21 @@ def parse(
         "collectives": collectives,
     }
     return Parsed(format=FORMAT, tables=tables, detail=detail)
+
+
+def _first_time(ts_us: np.ndarray) -> float:
+    """The first start (µs) that could be a time at all, for telling the time base."""
+    with np.errstate(invalid="ignore"):
+        good = np.flatnonzero(np.abs(ts_us) <= MAX_NS / 1000)
+    return float(ts_us[good[0]]) if len(good) else 0.0
+
+
+def _in_range(ts_us: np.ndarray, dur_us: np.ndarray, base: int) -> np.ndarray:
+    """Rows whose start and end (ns since the epoch, after adding `base`) lie within the store's
+    time range, 1970 to 2200; NaN and infinities are out. Vectorised: no per-event Python."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        start = ts_us * 1000.0 + float(base)
+        return (start >= 0) & (start + dur_us * 1000.0 <= MAX_NS)
 
 
 def _launch_times(
@@ -532,8 +585,9 @@ def _collectives(
                         seq, seq_source = ha.seq, "Seq"
                     if seq is None:
                         ci = _raw_list(ha.concrete)
-                        if ci and len(ci) == 8 and str(ci[1]).isdigit():
-                            seq, seq_source = int(ci[1]), "concrete_inputs"
+                        ci_seq = _int_or_none(ci[1]) if ci and len(ci) == 8 else None
+                        if ci_seq is not None and 0 <= ci_seq <= INT64_MAX:
+                            seq, seq_source = ci_seq, "concrete_inputs"
                 else:  # nccl:<op>
                     if op == "unknown":
                         op = normalize_op(h.name)
@@ -562,14 +616,21 @@ def _collectives(
         rows["dtype"].append(dtype)
         rows["in_nelems"].append(in_n)
         rows["out_nelems"].append(out_n)
-        rows["in_bytes"].append(None if in_n is None or size is None else in_n * size)
-        rows["out_bytes"].append(None if out_n is None or size is None else out_n * size)
+        rows["in_bytes"].append(_bytes(in_n, size))
+        rows["out_bytes"].append(_bytes(out_n, size))
         rows["algo"].append(algo)
         rows["stream"].append(a.stream)
     rows["rank"] = np.full(len(comm_rows), rank, np.int32)
     rows["ts"], rows["dur"] = ts_ns[comm_rows], dur_ns[comm_rows]
     rows["launch_ts"] = launch_ns[comm_rows]
     return pa.table(rows, schema=COLLECTIVES)
+
+
+def _bytes(nelems: int | None, size: int | None) -> int | None:
+    """Bytes of `nelems` elements of `size` bytes; None when unknown or beyond int64."""
+    if nelems is None or size is None or not 0 <= nelems * size <= INT64_MAX:
+        return None
+    return nelems * size
 
 
 def _most_common(values: np.ndarray) -> int | None:

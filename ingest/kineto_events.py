@@ -14,13 +14,22 @@ import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
 from ingest.errors import IngestError
+from ingest.schema import MAX_NS
 
-Id = int | str | None
-Num = int | float | None
+#: Bounds the decoder enforces (a value outside is an error naming the file and the JSON path):
+#: integers must fit the store's columns, strings stay below MAX_STRING characters.
+MAX_STRING = 1 << 16
+I64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)]
+Str = Annotated[str, msgspec.Meta(max_length=MAX_STRING)]
+BaseNs = Annotated[int, msgspec.Meta(ge=0, le=MAX_NS)]
+Id = I64 | Str | None
+Num = I64 | float | None
 PIECE = 2 << 20  # bytes of JSON decoded at a time on the fast path (at least)
 MAX_PIECES = 1000  # larger pieces beyond this, so that two processes can share them
 BATCH = 16384  # events decoded at a time on the careful path
@@ -32,28 +41,28 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 class Args(msgspec.Struct, gc=False):
     """The event args commwall uses; everything else is skipped by the decoder."""
 
-    external_id: int | None = msgspec.field(name="External id", default=None)
-    legacy_external_id: int | None = msgspec.field(name="external id", default=None)
-    correlation: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    coll_name: str | None = msgspec.field(name="Collective name", default=None)
-    in_nelems: int | None = msgspec.field(name="In msg nelems", default=None)
-    out_nelems: int | None = msgspec.field(name="Out msg nelems", default=None)
-    group_size: int | None = msgspec.field(name="Group size", default=None)
-    dtype: str | None = None
-    pg_name: str | int | None = msgspec.field(name="Process Group Name", default=None)
-    pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
-    seq: int | None = msgspec.field(name="Seq", default=None)
+    external_id: I64 | None = msgspec.field(name="External id", default=None)
+    legacy_external_id: I64 | None = msgspec.field(name="external id", default=None)
+    correlation: I64 | None = None
+    device: I64 | None = None
+    stream: I64 | None = None
+    coll_name: Str | None = msgspec.field(name="Collective name", default=None)
+    in_nelems: I64 | None = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: I64 | None = msgspec.field(name="Out msg nelems", default=None)
+    group_size: Count | None = msgspec.field(name="Group size", default=None)
+    dtype: Str | None = None
+    pg_name: Str | I64 | None = msgspec.field(name="Process Group Name", default=None)
+    pg_desc: Str | None = msgspec.field(name="Process Group Description", default=None)
+    seq: I64 | None = msgspec.field(name="Seq", default=None)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b"null"))
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b"null"))
     concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b"null"))
 
 
 class Event(msgspec.Struct, gc=False):
-    ph: str | None = None
-    cat: str | None = None
-    name: str | None = None
+    ph: Str | None = None
+    cat: Str | None = None
+    name: Str | None = None
     pid: Id = None
     tid: Id = None
     ts: Num = None
@@ -62,32 +71,32 @@ class Event(msgspec.Struct, gc=False):
 
 
 class PGConfig(msgspec.Struct):
-    pg_name: str | int | None = None
-    pg_desc: str | None = None
-    pg_size: int | None = None
-    ranks: list[int] | str | None = None
+    pg_name: Str | I64 | None = None
+    pg_desc: Str | None = None
+    pg_size: Count | None = None
+    ranks: list[I64] | Str | None = None
 
 
 class DistInfo(msgspec.Struct):
-    rank: int | str | None = None
-    world_size: int | str | None = None
-    backend: str | None = None
-    nccl_version: str | None = None
+    rank: Count | Str | None = None
+    world_size: Count | Str | None = None
+    backend: Str | None = None
+    nccl_version: Str | None = None
     pg_config: list[PGConfig] | None = None
 
 
 class DeviceProp(msgspec.Struct):
-    id: int | None = None
-    name: str | None = None
+    id: I64 | None = None
+    name: Str | None = None
 
 
 class Header(msgspec.Struct):
     """The trace's top-level fields other than its events."""
 
     distributedInfo: DistInfo | None = None  # noqa: N815 (Kineto's keys)
-    baseTimeNanoseconds: int | None = None  # noqa: N815
+    baseTimeNanoseconds: BaseNs | None = None  # noqa: N815
     deviceProperties: list[DeviceProp] | None = None  # noqa: N815
-    host_name: str | None = None
+    host_name: Str | None = None
 
     def update(self, other: Header) -> None:
         """Take the fields that `other` has."""
@@ -108,8 +117,9 @@ _HEAD = msgspec.json.Decoder(_Head)
 _TAIL = msgspec.json.Decoder(_Tail)
 _EVENTS = msgspec.json.Decoder(list[Event])
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
-_BAD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+_BAD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError)
 _TOO_DEEP = "not valid JSON for commwall: nested deeper than the decoder's recursion limit"
+_NOT_UTF8 = "not valid JSON: a string is not valid UTF-8"
 
 
 class Uncut(Exception):
@@ -192,6 +202,8 @@ class Trace:
                 raise IngestError(self.path, f"not a valid Kineto trace: {where}") from e
             except RecursionError as e:
                 raise IngestError(self.path, f"{_TOO_DEEP} (near event {off})") from e
+            except UnicodeDecodeError as e:
+                raise IngestError(self.path, f"{_NOT_UTF8} (near event {off})") from e
             yield events
 
     def _raw_events(self) -> list[msgspec.Raw]:
@@ -210,6 +222,8 @@ class Trace:
             raise IngestError(path, f"not valid JSON: {e}") from e
         except RecursionError as e:
             raise IngestError(path, _TOO_DEEP) from e
+        except UnicodeDecodeError as e:
+            raise IngestError(path, _NOT_UTF8) from e
         if head.traceEvents is None:
             raise IngestError(path, "JSON but not a Kineto trace: no 'traceEvents' array")
         raws, head.traceEvents = head.traceEvents, None

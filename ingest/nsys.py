@@ -25,7 +25,7 @@ from ingest.nsys_db import Export
 from ingest.nsys_source import sqlite_file
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
-from ingest.schema import ACTIVITIES, RANKS
+from ingest.schema import ACTIVITIES, MAX_NS, RANKS, TIME_RANGE
 
 FORMAT = "nsys"
 PID_MASK = 0xFFFFFF
@@ -98,6 +98,8 @@ def _parse(ex: Export, path: Path, opts: ParseOptions) -> Parsed:
     runtime = _with_rank(runtime, ranks)
     ranges = _with_rank(nvtx.ranges, ranks)
     device = _with_rank(_with_launch(device, runtime), ranks)
+    for table, what in ((device, "GPU work"), (runtime, "CUDA API calls"), (nvtx.ranges, "NVTX")):
+        _check_times(path, table, base, what)
     kinds = _kinds(device, classify.comm_regex(opts.comm_patterns))
     activities = pa.concat_tables(
         [
@@ -137,6 +139,21 @@ def _pairs(ex: Export, table: str, key: str, value: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in ex.rows(f'SELECT "{key}", "{value}" FROM "{t}"')}
 
 
+def _check_times(path: Path, table: pa.Table, base: int, what: str) -> None:
+    """IngestError unless every start and end of `table` (plus `base`) is a time within the
+    store's range: one clock writes them all, so one value outside means a corrupt export."""
+    for col in ("start", "end"):
+        if col not in table.column_names or table.num_rows == 0:
+            continue
+        lo, hi = pc.min_max(table[col]).values()
+        lo, hi = lo.as_py(), hi.as_py()
+        if lo is not None and not (0 <= lo + base and hi + base <= MAX_NS):
+            raise IngestError(
+                path,
+                f"{what}: {col} times {lo:,}..{hi:,} ns (+{base:,}) fall outside {TIME_RANGE}",
+            )
+
+
 def _time_base(ex: Export, meta: dict[str, str]) -> tuple[int, str]:
     """(ns to add to export times, time_base): the session start; 0 when the export is already
     normalised to UTC (`--ts-normalize`) or has no session start (`unknown`)."""
@@ -146,7 +163,13 @@ def _time_base(ex: Export, meta: dict[str, str]) -> tuple[int, str]:
     if t is None or "utcEpochNs" not in ex.columns(t):
         return 0, "unknown"
     rows = ex.rows(f'SELECT "utcEpochNs" FROM "{t}" WHERE "utcEpochNs" IS NOT NULL LIMIT 1')
-    return (int(rows[0][0]), "session") if rows else (0, "unknown")
+    if not rows:
+        return 0, "unknown"
+    v = rows[0][0]
+    if type(v) is not int or not 0 <= v <= MAX_NS:
+        shown = repr(v)[:40]
+        raise IngestError(ex.shown, f"{t}.utcEpochNs is {shown}, not a time within {TIME_RANGE}")
+    return v, "session"
 
 
 def _device_work(ex: Export) -> pa.Table:

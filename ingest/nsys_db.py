@@ -20,6 +20,14 @@ from ingest.nsys_source import SQLITE_MAGIC
 #: Seconds to wait for another program's write lock before giving up.
 LOCK_TIMEOUT_S = 2.0
 BATCH_ROWS = 65536
+#: Strings of StringIds are cut to this many characters when read, so that a crafted export
+#: with huge strings cannot multiply memory by its number of rows.
+MAX_STRING = 4096
+#: What a malformed value (text, blob or an out-of-range number where an integer belongs) raises
+#: when a batch is converted to Arrow.
+_BAD_VALUE = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
+_FROM = re.compile(r'\bFROM\s+"?(\w+)', re.IGNORECASE)
+_NOT_UTF8 = "corrupt SQLite file (text that is not UTF-8"
 #: An export has StringIds and at least one of these (or a CUPTI_ACTIVITY_KIND_* table).
 MARKERS = ("META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME", "NVTX_EVENTS")
 _VERSIONED = re.compile(r"^(.*)_V(\d+)$")
@@ -98,6 +106,8 @@ class Export:
             return self.con.execute(sql, params).fetchall()
         except sqlite3.Error as e:
             raise self._error(e) from e
+        except UnicodeDecodeError as e:
+            raise IngestError(self.shown, f"{_NOT_UTF8}: {e})") from e
 
     def read(self, sql: str, schema: pa.Schema, params: tuple = ()) -> pa.Table:
         """A query's rows as an Arrow table of `schema` (columns in select order), fetched in
@@ -107,17 +117,19 @@ class Export:
             cur = self.con.execute(sql, params)
             while rows := cur.fetchmany(BATCH_ROWS):
                 cols = zip(*rows, strict=True)
-                arrays = [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)]
+                arrays = [_column(self.shown, sql, c, f) for c, f in zip(cols, schema, strict=True)]
                 batches.append(pa.record_batch(arrays, schema=schema))
         except sqlite3.Error as e:
             raise self._error(e) from e
+        except UnicodeDecodeError as e:
+            raise IngestError(self.shown, f"{_NOT_UTF8}: {e})") from e
         return pa.Table.from_batches(batches, schema=schema)
 
     def strings(self, ids: pa.Array) -> pa.Array:
         """The StringIds values of `ids` (null where an id is null or unknown)."""
         if self._strings is None:
             schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
-            t = self.read("SELECT id, value FROM StringIds", schema)
+            t = self.read(f"SELECT id, substr(value, 1, {MAX_STRING}) FROM StringIds", schema)
             self._strings = (t["id"].combine_chunks(), t["value"].combine_chunks())
         known, values = self._strings
         return values.take(pc.index_in(ids, value_set=known))
@@ -134,3 +146,18 @@ class Export:
         else:
             problem = f"cannot read the SQLite file ({msg})"
         return IngestError(self.shown, problem)
+
+
+def _column(shown: Path, sql: str, values: tuple, field: pa.Field) -> pa.Array:
+    """One column of a batch as Arrow, or IngestError naming the table and column when a value
+    does not fit its type."""
+    try:
+        return pa.array(values, type=field.type)
+    except _BAD_VALUE as e:
+        m = _FROM.search(sql)
+        table = m.group(1) if m else "a table"
+        bad = next((v for v in values if v is not None and type(v) is not int), None)
+        what = repr(bad)[:40] if bad is not None else "a value out of range"
+        raise IngestError(
+            shown, f"{table}: column {field.name!r} holds {what} where {field.type} belongs"
+        ) from e

@@ -11,6 +11,10 @@ from importlib.resources import files
 import pyarrow as pa
 
 SCHEMA_VERSION = 1
+#: Times the store accepts (ns since the Unix epoch): 1970-01-01 to 2200-01-01. Parsers drop or
+#: refuse values outside (docs/robustness.md), so that no time is ever stored wrapped.
+MAX_NS = 7_258_118_400_000_000_000
+TIME_RANGE = "1970-2200"
 
 I64 = pa.int64()
 I32 = pa.int32()

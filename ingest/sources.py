@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import mmap
+import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,18 @@ GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 1 << 22
 #: Default cap on the decompressed size of one file (guards against gzip bombs).
 DEFAULT_MAX_BYTES = 8 << 30
+#: A gzip file may inflate to at most MAX_RATIO × its own size plus RATIO_SLACK bytes: traces
+#: and logs compress 5-30×, a gzip bomb ~1000×; this stops one after reading little of it.
+MAX_RATIO = 100
+RATIO_SLACK = 64 << 20
+#: A gzip trailer's claimed size is trusted for the first buffer only up to this multiple of
+#: the file's size plus 1 MB (the trailer of a truncated or crafted file says anything).
+TRUSTED_RATIO = 32
+
+
+def inflated_limit(compressed: int, max_bytes: int) -> int:
+    """The most bytes a gzip file of `compressed` bytes may inflate to."""
+    return min(max_bytes, MAX_RATIO * compressed + RATIO_SLACK)
 
 
 def is_gzip(path: str | Path) -> bool:
@@ -36,10 +49,13 @@ def _gzip_size_hint(path: Path) -> int:
 
 def inflate(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[bytes]:
     """The decompressed content of a gzip file (concatenated members too), piece by piece.
-    Raises IngestError when the data is corrupt or truncated, or exceeds `max_bytes`."""
+    Raises IngestError when the data is corrupt or truncated, or exceeds `max_bytes` or
+    `inflated_limit` (memory stays at one piece: nothing is allocated from the trailer's claim)."""
     n = 0
     d = zlib.decompressobj(wbits=47)
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        limit = inflated_limit(size, max_bytes)
         while chunk := f.read(CHUNK):
             while chunk:
                 try:
@@ -48,16 +64,23 @@ def inflate(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[bytes]:
                     raise IngestError(path, f"corrupt gzip data ({e})") from e
                 chunk = d.unconsumed_tail
                 n += len(piece)
-                if n > max_bytes:
-                    raise IngestError(
-                        path, f"decompresses to over the limit of {max_bytes:,} bytes"
-                    )
+                if n > limit:
+                    raise IngestError(path, _over(limit, max_bytes, size))
                 yield piece
                 if d.eof and d.unused_data:  # concatenated gzip members
                     chunk = d.unused_data
                     d = zlib.decompressobj(wbits=47)
     if not d.eof:
         raise IngestError(path, "truncated gzip file (the compressed stream ends early)")
+
+
+def _over(limit: int, max_bytes: int, size: int) -> str:
+    if limit == max_bytes:
+        return f"decompresses to over the limit of {max_bytes:,} bytes"
+    return (
+        f"decompresses to over {limit:,} bytes, {MAX_RATIO}x its {size:,} bytes plus "
+        f"{RATIO_SLACK >> 20} MB (a gzip bomb, or data far more repetitive than any trace)"
+    )
 
 
 def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearray | mmap.mmap:
@@ -81,7 +104,7 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
         with open(p, "rb") as f:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     hint = _gzip_size_hint(p) if size >= 18 else 0
-    out = bytearray(min(hint, max_bytes + 1))
+    out = bytearray(min(hint, inflated_limit(size, max_bytes), TRUSTED_RATIO * size + (1 << 20)))
     n = 0
     for piece in inflate(p, max_bytes):
         out[n : n + len(piece)] = piece

@@ -58,6 +58,8 @@ class FileResult:
     ranks: list[int] = field(default_factory=list)
     rows: int = 0
     error: str | None = None
+    dropped: int = 0  # events left out for values that cannot be right (detail says why)
+    dropped_reason: str | None = None
 
 
 @dataclass
@@ -177,6 +179,8 @@ def ingest(
                         parsed.ranks(),
                         parsed.n_rows,
                     )
+                    result.dropped = parsed.detail.get("dropped_events", 0)
+                    result.dropped_reason = parsed.detail.get("dropped_reason")
             except (IngestError, OSError) as e:
                 err = e if isinstance(e, IngestError) else IngestError(path, str(e))
                 if not keep_going:

@@ -1,0 +1,189 @@
+"""Fuzz reproducers (tests/data/crashes) end in a clear error naming the file, or are stored
+with what they say; gzip data cannot make ingest allocate what a trailer claims."""
+
+from __future__ import annotations
+
+import gzip
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import pytest
+
+from analysis.db import load_modules
+from analysis.report import build_report
+from ingest import formats, store
+from ingest.errors import IngestError
+from ingest.sources import MAX_RATIO, RATIO_SLACK, read_bytes
+
+CRASHES = Path(__file__).parent / "data" / "crashes"
+KINETO, NSYS = CRASHES / "kineto", CRASHES / "nsys"
+
+# (file, words the error must contain). The value that makes each file bad, as it is in the file:
+REJECTED = [
+    # "name": "caf\xe9 (a lone Latin-1 byte)
+    ("k02_invalid_utf8_name_rank0.json", "not valid UTF-8"),
+    # "pid": 9223372036854775808
+    ("k03_pid_2pow63_rank0.json", "$.traceEvents[0].pid"),
+    # "args": {"External id": 9223372036854775808}
+    ("k04_external_id_2pow63_rank0.json", "$.traceEvents[0].args.External id"),
+    # "args": {"stream": 18446744073709551616}
+    ("k05_stream_2pow64_rank0.json", "$.traceEvents[0].args.stream"),
+    # "distributedInfo": {"rank": 1099511627776}
+    ("k06_rank_2pow40_rank0.json", "$.distributedInfo.rank"),
+    # "distributedInfo": {"rank": 0, "world_size": 1099511627776}
+    ("k07_world_size_2pow40_rank0.json", "$.distributedInfo.world_size"),
+    # "baseTimeNanoseconds": 9223372036854775808
+    ("k08_base_time_2pow63_rank0.json", "$.baseTimeNanoseconds"),
+    # "ts": 1000...0 (400 digits)
+    ("k10_ts_400_digit_int_rank0.json", "$.traceEvents[0].ts"),
+    # "pg_config": [{"pg_name": "0", "pg_size": 9223372036854775808, ...
+    ("k11_pg_size_2pow63_rank0.json", "pg_config[0].pg_size"),
+    # "args": {"Seq": 9223372036854775808 ...
+    ("k12_seq_2pow63_on_comm_kernel_rank0.json", "$.traceEvents[0].args.Seq"),
+    # "args": {"Group size": 9223372036854775807} (the store holds group sizes as int32)
+    ("k14_world_size_big_in_collective_rank0.json", "$.traceEvents[0].args.Group size"),
+    # "dur": 1000...0 (400 digits)
+    ("k15_dur_400_digit_int_rank0.json", "$.traceEvents[0].dur"),
+    # [{"ph": "X", "cat": "cpu_op", "name": "caf\xe9 (a bare array)
+    ("k16_bare_array_invalid_utf8_rank0.json", "not valid UTF-8"),
+    # {"distributedInfo": {"rank": 0, "backend": "caf\xe9
+    ("k17_header_invalid_utf8_rank0.json", "not valid UTF-8"),
+    # the gzip trailer's CRC and size were overwritten: ... 57b4ee45 ffffffff
+    ("k18_gzip_trailer_claims_4GiB_rank0.json.gz", "gzip"),
+]
+
+
+@pytest.mark.parametrize(("name", "words"), REJECTED)
+def test_kineto_reproducer_is_a_clear_error(name: str, words: str) -> None:
+    path = KINETO / name
+    with pytest.raises(IngestError) as e:
+        formats.parse(path)
+    assert e.value.path == str(path)
+    assert words in e.value.problem
+
+
+def _ingest_and_report(tmp_path: Path, path: Path) -> tuple[dict, object]:
+    con = store.connect(tmp_path / "s.duckdb")
+    summary = store.ingest(con, "r", [path])
+    report = build_report(load_modules(con), "r")
+    return report, (con, summary)
+
+
+def test_step_without_category_is_a_step(tmp_path: Path) -> None:
+    # {"ph": "X", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1700000000000000,
+    #  "dur": 100} -- no "cat"
+    report, (con, _) = _ingest_and_report(tmp_path, KINETO / "k01_step_without_cat_rank0.json")
+    rows = con.execute("SELECT step, ts, dur FROM steps").fetchall()
+    assert rows == [(1, 1_700_000_000_000_000_000, 100_000)]
+    assert report["run_info"]["n_steps"] == 1
+
+
+def test_step_number_beyond_int64_is_not_a_step(tmp_path: Path) -> None:
+    # "name": "ProfilerStep#99999999999999999999" (20 digits): an ordinary annotation
+    report, (con, _) = _ingest_and_report(tmp_path, KINETO / "k09_step_number_huge_rank0.json")
+    assert con.execute("SELECT count(*) FROM steps").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM activities").fetchone()[0] == 1
+    assert report["summary"]["scope"] == "whole trace"
+
+
+def test_time_beyond_2200_is_dropped_and_counted_never_wrapped(tmp_path: Path) -> None:
+    # "ts": 9200000000000000.0 (year 2261 as epoch µs) and "ts": 1, "dur": 10 with
+    # "baseTimeNanoseconds": 1700000000000000000
+    path = KINETO / "k13_ts_far_future_wraps_rank0.json"
+    report, (con, summary) = _ingest_and_report(tmp_path, path)
+    assert con.execute("SELECT ts, dur FROM activities").fetchall() == [
+        (1_700_000_000_000_001_000, 10_000)
+    ]
+    assert summary.files[0].dropped == 1
+    assert report["ranks"][0]["span_ms"] == pytest.approx(0.01)
+
+
+def test_gzip_trailer_claim_is_not_allocated() -> None:
+    # 303,178 bytes whose trailer claims 4 GiB: memory stays a multiple of the file's size plus
+    # a constant (the first buffer, TRUSTED_RATIO x the file + 1 MB, and one 4 MB piece)
+    path = KINETO / "k18_gzip_trailer_claims_4GiB_rank0.json.gz"
+    tracemalloc.start()
+    with pytest.raises(IngestError):
+        read_bytes(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 * path.stat().st_size + (16 << 20)
+
+
+def test_truncated_gzip_allocates_little(tmp_path: Path) -> None:
+    data = gzip.compress(b'{"traceEvents": [' + b'{"ph": "X"},' * 200_000, 6)
+    cut = tmp_path / "t_rank0.json.gz"
+    cut.write_bytes(data[: len(data) // 2] + b"\xff\xff\xff\xff")  # a claim of 4 GiB at the end
+    tracemalloc.start()
+    with pytest.raises(IngestError, match="truncated|corrupt"):
+        read_bytes(cut)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 3 * 2_400_000 + (8 << 20)  # the inflated half (1.2 MB) and buffers
+
+
+def test_gzip_bomb_is_refused_early(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb_rank0.json.gz"
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(bomb, "wb") as f:
+        f.write(z.compress(b'{"traceEvents": ['))
+        block = b" " * (1 << 20)
+        for _ in range(400):  # 400 MB of spaces, about 400 KB compressed
+            f.write(z.compress(block))
+        f.write(z.flush())
+    size = bomb.stat().st_size
+    t = time.monotonic()
+    tracemalloc.start()
+    with pytest.raises(IngestError, match="gzip bomb") as e:
+        formats.parse(bomb)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(bomb) in str(e.value)
+    assert peak < 2 * (MAX_RATIO * size + RATIO_SLACK)
+    assert time.monotonic() - t < 30
+
+
+NSYS_REJECTED = [
+    # CUPTI_ACTIVITY_KIND_KERNEL.start of one row set to the text 'garbage'
+    ("s01_kernel_start_text.sqlite.gz", "CUPTI_ACTIVITY_KIND_KERNEL: column 'start'"),
+    # TARGET_INFO_SESSION_START_TIME.utcEpochNs set to a 10-byte blob of zeros
+    ("s02_session_start_blob.sqlite.gz", "utcEpochNs"),
+    # StringIds id 138: the single byte 0xc1
+    ("s03_stringids_invalid_utf8.sqlite.gz", "UTF-8"),
+    # CUPTI_ACTIVITY_KIND_KERNEL.start set to 2**64 (stored by SQLite as a REAL)
+    ("s04_kernel_start_uint64.sqlite.gz", "CUPTI_ACTIVITY_KIND_KERNEL: column 'start'"),
+    # utcEpochNs set to the text 'abc'
+    ("s05_session_start_text.sqlite.gz", "utcEpochNs"),
+    # a kernel start set to 2**63 - 1: with the session start added it is past 2200
+    ("s07_kernel_start_max_int64.sqlite.gz", "outside 1970-2200"),
+    # a flipped byte in the sqlite_master page
+    ("s09_corrupt_schema_name_page_flip.sqlite.gz", "corrupt"),
+    # utcEpochNs set to 2**64 (a REAL)
+    ("s10_session_start_uint64.sqlite.gz", "utcEpochNs"),
+]
+
+
+def _gunzipped(tmp_path: Path, name: str) -> Path:
+    out = tmp_path / name.removesuffix(".gz")
+    out.write_bytes(gzip.decompress((NSYS / name).read_bytes()))
+    return out
+
+
+@pytest.mark.parametrize(("name", "words"), NSYS_REJECTED)
+def test_nsys_reproducer_is_a_clear_error(tmp_path: Path, name: str, words: str) -> None:
+    path = _gunzipped(tmp_path, name)
+    with pytest.raises(IngestError) as e:
+        formats.parse(path)
+    assert e.value.path == str(path)
+    assert words in e.value.problem
+
+
+def test_nsys_kernel_ending_before_it_starts_has_no_length(tmp_path: Path) -> None:
+    # two kernels end 1e9 ns before they start (start 1517727052, end 517727052): stored with
+    # dur 0, and the report is produced
+    path = _gunzipped(tmp_path, "s06_kernel_end_before_start.sqlite.gz")
+    report, (con, _) = _ingest_and_report(tmp_path, path)
+    assert con.execute("SELECT min(dur) FROM activities").fetchone()[0] == 0
+    assert report["ranks"]
