@@ -6,8 +6,9 @@ switches protocol where one line undercuts the next. When the rows do not say wh
 ran, the regimes are found from the data: the distinct sizes are cut into up to
 `MAX_SEGMENTS` contiguous ranges (each with at least 2 distinct sizes, so α and β are both
 determined), each range gets its own robust fit, and the cut is chosen by a robust BIC on the
-relative residuals (mean of the squared residuals without their top 10 %, so that stragglers
-do not buy extra segments; 2 parameters per segment). One distinct size gives a flat model
+relative residuals: the Huber loss at the one-line fit's robust scale (MAD), so that
+stragglers do not buy extra segments, plus log n for each of α, β and the cut of an added
+segment. One distinct size gives a flat model
 (the median time): β is then unknown.
 """
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.model.fit import AlphaBetaFit, clean, fit_alpha_beta
+from analysis.model.fit import HUBER_C, AlphaBetaFit, clean, fit_alpha_beta
 
 MAX_SEGMENTS = 3
 #: At most this many candidate cut positions are tried (evenly spread over the sizes).
@@ -56,12 +58,12 @@ def _flat(s: np.ndarray, t: np.ndarray) -> AlphaBetaFit:
     return AlphaBetaFit(float(np.median(t)), 0.0, len(s), 0.0, None, 0.0, None, None, s[0], s[0])
 
 
-def _score(res: np.ndarray, k: int) -> float:
-    """Robust BIC of relative residuals `res` with k segments."""
-    n = len(res)
-    sq = np.sort(np.maximum(res**2, RESIDUAL_FLOOR**2))
-    kept = sq[: max(1, math.ceil(0.9 * n))]
-    return n * math.log(float(kept.mean())) + 2 * k * math.log(max(n, 2))
+def _score(res: np.ndarray, k: int, sigma: float) -> float:
+    """Robust BIC of relative residuals `res` with k segments: twice the Huber loss of
+    res/sigma (sigma fixed across candidates) plus (3k − 1)·log n."""
+    u = np.abs(res) / sigma
+    loss = np.where(u <= HUBER_C, u**2 / 2, HUBER_C * u - HUBER_C**2 / 2).sum()
+    return 2 * float(loss) + (3 * k - 1) * math.log(max(len(res), 2))
 
 
 def _cut_positions(n_sizes: int) -> list[int]:
@@ -96,16 +98,42 @@ def fit_regimes(
             cache[i, j] = (f, (t[lo:hi] - f.predict(s[lo:hi])) / t[lo:hi])
         return cache[i, j]
 
-    best: tuple[float, tuple[int, ...]] | None = None
+    one = seg(0, len(sizes))[1]
+    sigma = max(1.4826 * float(np.median(np.abs(one - np.median(one)))), RESIDUAL_FLOOR)
+
+    def score(bounds: tuple[int, ...]) -> float:
+        """Robust BIC of a cut (inf when a segment has fewer than 2 distinct sizes)."""
+        if any(b - a < 2 for a, b in itertools.pairwise(bounds)):
+            return math.inf
+        res = np.concatenate([seg(a, b)[1] for a, b in itertools.pairwise(bounds)])
+        return _score(res, len(bounds) - 1, sigma)
+
     cuts = _cut_positions(len(sizes))
-    for k in range(1, max_segments + 1):
+    best = (score((0, len(sizes))), (0, len(sizes)))
+    for k in range(2, max_segments + 1):
         for combo in itertools.combinations(cuts, k - 1):
             bounds = (0, *combo, len(sizes))
-            if any(b - a < 2 for a, b in itertools.pairwise(bounds)):
-                continue
-            res = np.concatenate([seg(a, b)[1] for a, b in itertools.pairwise(bounds)])
-            score = _score(res, k)
-            if best is None or score < best[0] - 1e-9:
-                best = (score, bounds)
-    assert best is not None  # k = 1 always qualifies (2+ distinct sizes)
+            sc = score(bounds)
+            if sc < best[0] - 1e-9:
+                best = (sc, bounds)
+    best = _refine(best, score)
     return RegimeFit(tuple(seg(a, b)[0] for a, b in itertools.pairwise(best[1])))
+
+
+def _refine(
+    best: tuple[float, tuple[int, ...]], score: Callable[[tuple[int, ...]], float]
+) -> tuple[float, tuple[int, ...]]:
+    """Move each cut of `best` to every position between its neighbours, keeping the others,
+    while that lowers the score (the coarse search tries at most MAX_CUTS positions)."""
+    improved = True
+    while improved:
+        improved = False
+        bounds = list(best[1])
+        for i in range(1, len(bounds) - 1):
+            for pos in range(bounds[i - 1] + 2, bounds[i + 1] - 1):
+                trial = tuple(bounds[:i] + [pos] + bounds[i + 1 :])
+                sc = score(trial)
+                if sc < best[0] - 1e-9:
+                    best, improved = (sc, trial), True
+            bounds = list(best[1])
+    return best
