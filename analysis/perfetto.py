@@ -171,7 +171,12 @@ def merged_trace(con: duckdb.DuckDBPyConnection, run: str) -> dict:
     """The merged timeline of run `run` as a Chrome-trace JSON object (`traceEvents`, ...)."""
     rid = run_id(con, run)
     acts = con.execute("SELECT * FROM aligned_activities(?)", [rid]).df()
-    clock = con.execute("SELECT * FROM rank_clock(?)", [rid]).df()
+    clock = con.execute(
+        "SELECT k.rank, any_value(k.host) AS host, coalesce(any_value(c.offset_ns), 0) AS offset_ns"
+        " FROM ranks k LEFT JOIN rank_clock(?) c ON c.rank = k.rank WHERE k.run_id = ?"
+        " GROUP BY k.rank ORDER BY k.rank",
+        [rid, rid],
+    ).df()
     waits = con.execute("SELECT * FROM collective_waits(?)", [rid]).df()
     if acts.empty:
         raise ValueError(f"run {run!r} has no activities to put on a timeline")

@@ -1,25 +1,12 @@
 -- timeline_export: a run's activities and matched collectives on the aligned clock, for the
 -- merged Perfetto / Chrome-trace timeline (analysis/perfetto.py writes the JSON).
--- requires: collectives
-
--- rank_clock(rid): the clock offset of every rank of run `rid`.
---   rid       run_id.
---   returns   rank, host, offset_ns (aligned = raw - offset_ns; 0 when the rank's host could
---             not be tied to the others, see clock_offsets).
--- Algorithm: _rank_domains joined with clock_offsets by domain name.
-CREATE OR REPLACE TEMP MACRO rank_clock(rid) AS TABLE
-WITH rd AS MATERIALIZED (SELECT * FROM _rank_domains(rid)),
-co AS MATERIALIZED (SELECT * FROM clock_offsets(rid))
-SELECT rd.rank, rd.host, coalesce(co.offset_ns, 0)::BIGINT AS offset_ns
-FROM rd
-LEFT JOIN co ON co.domain = rd.domain
-ORDER BY rd.rank;
+-- requires: collectives, timeline
 
 -- aligned_activities(rid): every activity of run `rid` on the aligned clock.
 --   rid       run_id.
 --   returns   rank, ts (aligned, ns), dur (ns), kind, cat, name, tid, stream, correlation,
 --             external_id.
--- Algorithm: activities minus their rank's offset (rank_clock).
+-- Algorithm: activities minus their rank's offset (rank_clock of timeline.sql; 0 when unknown).
 CREATE OR REPLACE TEMP MACRO aligned_activities(rid) AS TABLE
 SELECT a.rank, a.ts - coalesce(c.offset_ns, 0) AS ts, a.dur, a.kind, a.cat, a.name, a.tid,
     a.stream, a.correlation, a.external_id
