@@ -20,6 +20,7 @@ TCP_REASONS = {
     "container) and fell back to TCP sockets between nodes",
     "no_rdma_seen": "TCP sockets carried inter-node traffic; no RDMA network was seen",
 }
+INTER_NODE_KEYS = ("basis", "network", "network_basis")
 STATUSES = ("not_enqueued", "waiting", "completed", "no_log")
 
 
@@ -186,6 +187,7 @@ def empty_section() -> dict[str, Any]:
         "ranks": {"world_size": None, "with_log": [], "without_log": [], "processes": 0,
                   "unmapped_processes": 0, "mapped_by": {}},
         "networks": [], "nics": [], "transports": [], "gdr": None, "gdr_evidence": None,
+        "inter_node": {"value": None, "basis": None, "network": None, "network_basis": None},
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
         "communicators": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
@@ -210,6 +212,8 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s["networks"] = _rows(con, "nccl_networks", rid)
     s["nics"] = _rows(con, "nccl_nics", rid)
     s["transports"] = _rows(con, "nccl_transports", rid)
+    r = _rows(con, "nccl_inter_node", rid)[0]
+    s["inter_node"] = {"value": r["inter_node"], **{k: r[k] for k in INTER_NODE_KEYS}}
     s.update(_gdr(con, rid))
     s["tcp_fallback"] = _tcp(con, rid)
     s["communicators"] = _rows(con, "nccl_comm_shapes", rid)

@@ -36,13 +36,14 @@ ORDER BY kind, device;
 --   rid       run_id.
 --   returns   gdr           true | false,
 --             basis         connections (some NET connection line ends in /GDRDMA, or
---                           none of them does) | ring_gdr (`use ring PXN x GDR y`, 2.24+) |
---                           capability (only `GPU Direct RDMA Enabled|Disabled for ...`),
+--                           none of them does) | capability (`GPU Direct RDMA Enabled|
+--                           Disabled for ...`) | ring_gdr (only `use ring PXN x GDR y`, 2.24+),
 --             file_id, line_no   the line that decides,
 --             evidence      what that line says.
 -- Algorithm: NCCL_LOG.md §4 step 4, strongest evidence first: a NET connection with
--- /GDRDMA (true), NET connections all without it (false), the 2.24+ ring GDR flag, then the
--- capability lines (any Enabled = true). A NET/Socket connection never has GDR and does
+-- /GDRDMA (true), NET connections all without it (false), the capability lines (any Enabled
+-- = true), then the 2.24+ ring GDR flag (a communicator setting: it reads 1 on a host whose
+-- HCAs all say GDR Disabled, so it only decides when nothing else does). A NET/Socket connection never has GDR and does
 -- not count as evidence against it.
 CREATE OR REPLACE TEMP MACRO nccl_gdr(rid) AS TABLE
 WITH net AS (
@@ -67,7 +68,7 @@ by_ring AS (
         arg_min(line_no, (ring_gdr <> 1, file_id, line_no)) AS line_no,
         arg_min(printf('Connected all rings, use ring PXN %d GDR %d', ring_pxn, ring_gdr),
             (ring_gdr <> 1, file_id, line_no)) AS evidence,
-        2 AS strength
+        3 AS strength
     FROM nccl_communicators
     WHERE run_id = rid AND ring_gdr IS NOT NULL
     HAVING count(*) > 0
@@ -77,7 +78,7 @@ by_cap AS (
         arg_min(file_id, (NOT enabled, file_id, line_no)) AS file_id,
         arg_min(line_no, (NOT enabled, file_id, line_no)) AS line_no,
         arg_min(detail, (NOT enabled, file_id, line_no)) AS evidence,
-        3 AS strength
+        2 AS strength
     FROM nccl_network
     WHERE run_id = rid AND kind = 'gdr'
     HAVING count(*) > 0
@@ -145,3 +146,65 @@ SELECT f.file_id IS NOT NULL AS detected,
     END AS reason,
     f.file_id, f.line_no, f.evidence
 FROM hints h CROSS JOIN env e LEFT JOIN first f ON true;
+
+-- nccl_inter_node(rid): does NCCL traffic of run `rid` cross nodes, and over which network
+-- (one row)?
+--   rid       run_id.
+--   returns   inter_node    true | false | NULL (no NCCL process line: nothing tells),
+--             basis         hosts (log processes on two or more hosts) | nodes (a
+--                           communicator reports nNodes > 1, 2.20+) | connections (a NET
+--                           connection to a peer of unknown host: NET is taken as crossing
+--                           nodes) | one_host (everything on one host, no sign of more),
+--             network       the network between nodes: the net of inter-node NET
+--                           connections, else the one NCCL says it uses (`Using network X`,
+--                           the net plugin it closes), else IB when IB devices were listed,
+--                           else Socket when socket interfaces were; NULL when not
+--                           inter-node,
+--             network_basis connections | chosen | devices.
+-- Algorithm: NET does not always mean inter-node (NCCL may use it between GPUs of one
+-- host), so hosts decide first, then the communicators' node counts, then NET connections
+-- whose peer's host is unknown (the log holds only some ranks).
+CREATE OR REPLACE TEMP MACRO nccl_inter_node(rid) AS TABLE
+WITH n_hosts AS (
+    SELECT count(DISTINCT lower(split_part(host, '.', 1))) AS n
+    FROM nccl_processes WHERE run_id = rid
+),
+n_nodes AS (
+    SELECT coalesce(max(n_nodes), 0) AS n FROM nccl_communicators WHERE run_id = rid
+),
+unknown_peers AS (
+    SELECT count(*) FILTER (WHERE scope = 'inter-node' AND scope_source = 'transport') AS n_unknown
+    FROM nccl_connection_scopes(rid)
+),
+decision AS (
+    SELECT CASE WHEN h.n > 1 THEN 'hosts' WHEN d.n > 1 THEN 'nodes'
+            WHEN c.n_unknown > 0 THEN 'connections' WHEN h.n = 1 THEN 'one_host' END AS basis
+    FROM n_hosts h, n_nodes d, unknown_peers c
+),
+by_conn AS (
+    SELECT net AS network, 'connections' AS network_basis, 1 AS k, count(*) AS n
+    FROM nccl_connection_scopes(rid)
+    WHERE scope = 'inter-node' AND net IS NOT NULL
+    GROUP BY net
+),
+by_choice AS (
+    SELECT device AS network, 'chosen' AS network_basis, 2 AS k, count(*) AS n
+    FROM nccl_network WHERE run_id = rid AND kind = 'network'
+    GROUP BY device
+),
+by_device AS (
+    SELECT CASE kind WHEN 'ib' THEN 'IB' ELSE 'Socket' END AS network,
+        'devices' AS network_basis, CASE kind WHEN 'ib' THEN 3 ELSE 4 END AS k, count(*) AS n
+    FROM nccl_network WHERE run_id = rid AND kind IN ('ib', 'socket')
+    GROUP BY kind
+),
+best AS (
+    SELECT * FROM (SELECT * FROM by_conn UNION ALL SELECT * FROM by_choice
+                   UNION ALL SELECT * FROM by_device)
+    ORDER BY k, n DESC, network LIMIT 1
+)
+SELECT CASE WHEN x.basis IS NULL THEN NULL ELSE x.basis <> 'one_host' END AS inter_node,
+    x.basis,
+    CASE WHEN x.basis <> 'one_host' THEN b.network END AS network,
+    CASE WHEN x.basis <> 'one_host' THEN b.network_basis END AS network_basis
+FROM decision x LEFT JOIN best b ON true;

@@ -65,13 +65,23 @@ ORDER BY list_position(['warning', 'error', 'timeout'], c.category);
 --             last_enqueued, last_completed   the rank's latest progress report for the pg.
 -- Algorithm: NCCL_LOG.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
 -- 0 .. world-1 takes its latest progress line (last enqueued / completed) for that pg; a
--- rank that timed out on that seq itself issued it. Ranks compare on global rank.
+-- rank that timed out on that seq itself issued it. Ranks compare on global rank. A timeout
+-- line that names no pg (`[Rank 2] Watchdog caught ...`) takes the pg that the rank's other
+-- lines about the same seq name (the `failure detected by watchdog` line that follows it).
 CREATE OR REPLACE TEMP MACRO nccl_timeout_ranks(rid) AS TABLE
-WITH t AS (
-    SELECT pg, seq, min(op_type) AS op_type, list(DISTINCT rank) AS timed_out
+WITH named AS (
+    SELECT rank, seq, min(pg) AS pg
     FROM nccl_timeouts
-    WHERE run_id = rid AND kind = 'timeout' AND seq IS NOT NULL
-    GROUP BY pg, seq
+    WHERE run_id = rid AND kind IN ('timeout', 'progress') AND pg IS NOT NULL
+    GROUP BY rank, seq
+),
+t AS (
+    SELECT coalesce(x.pg, n.pg) AS pg, x.seq, min(x.op_type) AS op_type,
+        list(DISTINCT x.rank) AS timed_out
+    FROM nccl_timeouts x
+    LEFT JOIN named n ON x.pg IS NULL AND n.rank = x.rank AND n.seq = x.seq
+    WHERE x.run_id = rid AND x.kind = 'timeout' AND x.seq IS NOT NULL
+    GROUP BY ALL
 ),
 progress AS (
     SELECT pg, rank, arg_max(last_enqueued, (file_id, line_no)) AS last_enqueued,

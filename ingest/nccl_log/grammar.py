@@ -14,6 +14,8 @@ C = re.compile
 VERSION = C(r"^NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>[^+\s]*)\+cuda(?P<cuda>\d+\.\d+)$")
 #: The bare stdout form (<= 2.21, or NCCL_DEBUG=VERSION), searched on the whole line.
 BARE_VERSION = C(r"NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>[^+\s]*)\+cuda(?P<cuda>\d+\.\d+)$")
+#: AMD RCCL's own version line (`RCCL version : 2.22.3-HEAD:271856d`).
+RCCL_VERSION = C(r"^RCCL version ?: ?(?P<ver>\d+\.\d+\.\d+)(?P<suffix>\S*)")
 GIT_VERSION = C(r"^NCCL git version (?P<branch>\S+) (?P<sha>\S+)$")
 CUDA_DRIVER = C(r"^cudaDriverVersion (?P<v>\d+)$")
 
@@ -30,6 +32,10 @@ SOCKET_THREADS = C(r"^NET/Socket ?: Using (?P<threads>\d+) threads and (?P<socks
 NETWORK = C(r"^Using network (?P<net>.+)$")
 ASSIGNED_PLUGIN = C(r"^Assigned (?P<kind>NET|GIN) plugin (?P<name>.+?) to comm$")
 NET_PLUGIN = C(r"^NET/Plugin ?: ?(?P<rest>.*)$")
+#: The net plugin in use, named when it is initialised or closed (2.19+).
+NET_PLUGIN_NAMED = C(
+    r"^(?:NET/Plugin ?: ?)?(?:Closing net plugin|Initialized NET plugin) '?(?P<name>[\w.-]+)'?$"
+)
 OTHER_PLUGIN = C(r"^(?P<kind>TUNER|PROFILER|ENV)/Plugin: (?P<rest>.*)$")
 LOADED_PLUGIN = C(
     r"^(?:Loaded|Using) (?:non-device )?(?P<kind>net|coll|tuner|profiler) plugin (?P<rest>.*)$",
@@ -38,7 +44,10 @@ LOADED_PLUGIN = C(
 OFI = C(r"^NET/OFI (?P<rest>.*)$")
 OFI_NICS = C(r"found (?P<n>\d+) nics")
 OFI_PROVIDER = C(r"Selected [Pp]rovider is (?P<p>[\w;-]+)")
-GDR = C(r"^(?:NET/\S+ ?: )?GPU Direct RDMA (?P<s>Enabled|Disabled) for (?P<rest>.*)$")
+GDR = C(
+    r"^(?:NET/\S+ ?: )?GPU Direct RDMA (?:\([^)]*\) )?(?P<s>[Ee]nabled|[Dd]isabled) for "
+    r"(?P<rest>.*)$"
+)
 
 COMM = C(
     r"^(?:\[Rank (?P<grank>\d+)\] )?(?:(?P<func>\w+) )?comm (?P<comm>0x[0-9a-f]+) "
@@ -58,7 +67,8 @@ INIT_TIMINGS = C(
 )
 
 RING_ORDER = C(
-    r"^(?:Channel|Ring) (?P<ch>\d{2})(?:/(?P<nch>\d{2}))? :(?P<ranks>(?: +\d+)+)(?P<trunc>\.\.\.)?$"
+    r"^(?:Channel|Ring) (?P<ch>\d{2,3})(?:/(?P<nch>\d{2,3}))? :(?P<ranks>(?: +\d+)+)"
+    r"(?P<trunc>\.\.\.)?$"
 )
 TREES = C(r"^Trees(?P<entries>(?: \[\d+\] [-\d/>|]+)+)$")
 TREE_ENTRY = C(r"\[(?P<ch>\d+)\] (?P<body>[-\d/>|]+)")
@@ -68,13 +78,13 @@ TREE_DOWN_FIRST = C(r"^(-?\d+)/(-?\d+)/(-?\d+)->(-?\d+)->(-?\d+)(\|.*)?$")
 TREE_UP_FIRST = C(r"^(-?\d+)->(-?\d+)->(-?\d+)/(-?\d+)/(-?\d+)$")
 
 CONNECTION = C(
-    r"^(?P<kw>Channel|Ring) (?P<ch>\d{2})(?:/(?P<conn>\d))? : "
+    r"^(?P<kw>Channel|Ring) (?P<ch>\d{2,3})(?:/(?P<conn>\d))? : "
     r"(?P<src>\d+)(?:\[(?P<srcid>[0-9a-f]+)\])? -> (?P<dst>\d+)(?:\[(?P<dstid>[0-9a-f]+)\])? "
     r"(?:\[(?P<dir>send|receive)\] )?via (?P<via>.+)$"
 )
 VIA_NET = C(
     r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?(?:\(PCI\))?"
-    r"(?P<shared>/Shared)?$"
+    r"(?P<shared>/Shared)?"
 )
 VIA_P2P = C(r"^P2P/(?P<kind>direct pointer|IPC|CUMEM|indirect|MNNVL|common device)")
 VIA_SHM = C(r"^(?:SHM/|direct shared memory)")
@@ -126,6 +136,9 @@ UNWIND = C(
     r"(?: \[(?P<thread>Async thread|Progress Thread|Proxy Thread|Service thread)\])?$"
 )
 
+#: What RCCL appends to many of its lines (` comm 0x3cf9cf50 nRanks 16`).
+RCCL_TAIL = C(r" comm 0x[0-9a-f]+ nRanks \d+$")
+
 #: Well-known informational families commwall recognises but does not store.
 BENIGN = C(
     r"^(?:Setting affinity for GPU|P2P Chunksize set to|threadThresholds |CC (?:Off|On)|"
@@ -167,14 +180,16 @@ ALGO_SPELLINGS = {
 #: Families by the message's first word. Anything else tries FALLBACK.
 _BY_WORD: dict[str, tuple[str, ...]] = {
     "NCCL": ("version", "git_version"),
+    "RCCL": ("rccl_version",),
     "cudaDriverVersion": ("cuda_driver",),
     "Bootstrap": ("bootstrap",),
     "Bootstrap:": ("bootstrap",),
     "NET/IB": ("ib_using", "no_ib", "gdr"),
     "NET/Socket": ("socket_using", "socket_threads", "gdr"),
     "NET/Socket:": ("socket_using", "socket_threads"),
-    "NET/Plugin": ("net_plugin",),
-    "NET/Plugin:": ("net_plugin",),
+    "NET/Plugin": ("net_plugin_named", "net_plugin"),
+    "NET/Plugin:": ("net_plugin_named", "net_plugin"),
+    "Initialized": ("net_plugin_named",),
     "NET/OFI": ("ofi",),
     "Using": ("network", "loaded_plugin"),
     "Loaded": ("loaded_plugin",),

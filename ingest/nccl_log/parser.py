@@ -44,9 +44,9 @@ MAX_TEXT = 4096
 #: A line longer than this is not read (counted as kind `too_long`): NCCL's longest lines, the
 #: ring orders of a 4096-rank job, are about 20,000 characters.
 MAX_LINE_CHARS = 1 << 16
-#: A run of more digits than this is no NCCL value (int64 has 19): the line is counted as
-#: kind `out_of_range` instead of being read.
-_LONG_NUMBER = re.compile(r"\d{20}")
+#: A run of more digits than this is no NCCL value (uint64 ids have 20): the line is counted
+#: as kind `out_of_range` instead of being read.
+_LONG_NUMBER = re.compile(r"\d{21}")
 
 _COMM_COLS = list(SCHEMAS["nccl_communicators"].names)
 _PROC_COLS = list(SCHEMAS["nccl_processes"].names)
@@ -200,6 +200,8 @@ class LogParser:
             return
         self.count["nccl"] += 1
         level, msg = m.group("level"), m.group("msg") or ""
+        if msg.endswith(tuple("0123456789")) and not msg.startswith("comm "):
+            msg = g.RCCL_TAIL.sub("", msg)
         proc = self._proc(m, line[: m.start()])
         dev = _int(m.group("dev"))
         tid = int(m.group("tid"))
@@ -273,6 +275,8 @@ class LogParser:
         key = (m.group("host"), int(m.group("pid")))
         p = self.procs.get(key)
         if p is None:
+            p = self._glued(key)
+        if p is None:
             p = self.procs[key] = len(self.proc_rows)
             row = dict.fromkeys(_PROC_COLS)
             row.update(proc=p, host=key[0], pid=key[1], devices=[], first_line=self.n, n_lines=0)
@@ -287,6 +291,16 @@ class LogParser:
             o = outer(outer_text)
             row["launcher_tag"], row["tag_rank"] = o.tag, o.tag_rank
         return p
+
+    def _glued(self, key: tuple[str, int]) -> int | None:
+        """The known process a line glued to other output names: same pid, and its host ends
+        with the known host (`-1mew0` after `... 1/-1/-1` printed without a newline)."""
+        host, pid = key
+        for (known, known_pid), p in self.procs.items():
+            if known_pid == pid and host.endswith(known) and host != known:
+                self.procs[key] = p
+                return p
+        return None
 
     def _comm(self, proc: int, comm: str, fresh: bool = False) -> dict[str, Any]:
         at = self.comm_at.get((proc, comm))
@@ -330,6 +344,11 @@ class LogParser:
         row = self.proc_rows[proc]
         row["nccl_version"], row["version_suffix"] = m.group("ver"), m.group("suffix") or None
         row["cuda_version"] = m.group("cuda")
+        self.versions.add(m.group("ver"))
+
+    def _f_rccl_version(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
+        row = self.proc_rows[proc]
+        row["nccl_version"], row["version_suffix"] = m.group("ver"), m.group("suffix") or None
         self.versions.add(m.group("ver"))
 
     def _f_git_version(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
@@ -385,6 +404,9 @@ class LogParser:
         self._need((2, 27, 0))
         self._net(proc, "plugin", device=m.group("name"), detail=m.group(0))
 
+    def _f_net_plugin_named(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
+        self._net(proc, "network", device=m.group("name"), detail=m.group(0))
+
     def _f_net_plugin(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
         self._net(proc, "plugin", detail=m.group(0))
 
@@ -403,7 +425,7 @@ class LogParser:
         )  # fmt: skip
 
     def _f_gdr(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
-        self._net(proc, "gdr", enabled=m.group("s") == "Enabled", detail=m.group(0))
+        self._net(proc, "gdr", enabled=m.group("s").lower() == "enabled", detail=m.group(0))
 
     def _f_comm(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
         event = m.group("event")

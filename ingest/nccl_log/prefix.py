@@ -13,7 +13,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 CORE = re.compile(
     r"(?P<host>[A-Za-z0-9_.<>-]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
     r"(?:(?P<tracets>\d+\.\d+) )?(?:(?P<src>[\w./+-]+):(?P<srcline>\d+) )?"
-    r"(?:NCCL )?(?P<level>INFO|WARN|TRACE|CALL)(?: (?P<msg>.*))?$"
+    r"(?:(?P<func>\w+), \d+ )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|CALL)(?: (?P<msg>.*))?$"
 )
 
 #: Where a core prefix may start: right after `host` comes `:pid:tid `.

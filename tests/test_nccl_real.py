@@ -1,0 +1,75 @@
+"""Real NCCL logs (tests/data/nccl/, NCCL 2.6 to 2.29 and RCCL, published by their authors
+under permissive licences): what commwall reports must agree with the facts a reader wrote
+down from each file's text (the `.facts.json` beside it, each fact with the lines proving
+it), and nearly every NCCL line must be understood."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from nccl_real import FACTS, ingest_all, observed, real_logs
+
+from ingest.nccl_log import parse
+
+LOGS = real_logs()
+CASES = [(log, fact) for log in LOGS for fact in log.facts]
+#: The share of NCCL lines every real log must have understood, and that of all of them.
+FLOOR_PER_FILE = 0.90
+FLOOR_ALL = 0.98
+
+
+@pytest.fixture(scope="module")
+def sections(tmp_path_factory):
+    return ingest_all(tmp_path_factory.mktemp("real") / "s.duckdb", LOGS)
+
+
+def _text(log) -> str:
+    """The log's text, split only at `\\n` later (some lines hold `\\r` progress bars)."""
+    return gzip.open(log.path, "rb").read().decode("utf-8", "replace")
+
+
+def test_every_log_has_facts():
+    assert len(LOGS) == 30
+    for log in LOGS:
+        assert log.path.exists(), log.path
+        assert set(log.facts) <= set(FACTS), log.name
+        assert {"versions", "warnings", "watchdog"} <= set(log.facts), log.name
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[log.name[:3] for log in LOGS])
+def test_proof_lines_are_in_the_file(log):
+    """Every fact quotes lines of the file as they are (so a fact can be checked by hand)."""
+    lines = _text(log).split("\n")
+    for name, fact in log.facts.items():
+        for proof in fact["proof"]:
+            assert lines[proof["line"] - 1].rstrip("\r").startswith(proof["text"]), (name, proof)
+
+
+@pytest.mark.parametrize(
+    "log,fact", CASES, ids=[f"{log.name[:3]}-{fact}" for log, fact in CASES]
+)
+def test_report_agrees_with_the_file(sections, log, fact):
+    assert observed(sections[log.name])[fact] == log.facts[fact]["value"]
+
+
+def test_nccl_lines_are_understood(sections):
+    nccl = recognised = 0
+    for log in LOGS:
+        lines = sections[log.name]["lines"]
+        nccl += lines["nccl"]
+        recognised += lines["recognised"]
+        assert lines["recognised"] >= FLOOR_PER_FILE * lines["nccl"], (log.name, lines)
+    assert recognised >= FLOOR_ALL * nccl, (recognised, nccl)
+
+
+def test_every_nccl_line_is_counted():
+    """The parser's NCCL line count covers every line a reader counts as NCCL's: those with
+    an `NCCL INFO` / `NCCL WARN` / `NCCL TRACE` level token."""
+    for log in LOGS:
+        text = _text(log)
+        by_hand = sum(
+            any(f"NCCL {level}" in line for level in ("INFO", "WARN", "TRACE"))
+            for line in text.split("\n")
+        )
+        assert parse(log.path).detail["lines"]["nccl"] >= by_hand, log.name
