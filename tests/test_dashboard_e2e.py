@@ -229,7 +229,7 @@ def server_64(tmp_path_factory):
     s.stop()
 
 
-def test_page_switch_under_a_second_on_64_ranks(browser, server_64):
+def test_page_switch_median_under_a_second_on_64_ranks(browser, server_64):
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(server_64.url)
     page.get_by_test_id("stFileUploader").wait_for(timeout=60_000)
@@ -249,3 +249,5 @@ def test_page_switch_under_a_second_on_64_ranks(browser, server_64):
     (ARTIFACTS / "page_switch_64.json").write_text(json.dumps(result, indent=2))
     print(f"\n64 ranks: {json.dumps(result)}")
     assert result["switch_median_s"] < 1.0, result
+    # the second visit is served from the cache: faster than the first, page by page in sum
+    assert sum(again.values()) < sum(first.values()), result

@@ -1,0 +1,137 @@
+"""The layering, checked on the source with `ast`: ingest knows nothing of analysis or the
+dashboard; analysis reads only the database (no ingest, no dashboard, no CLI); the dashboard's
+pages hold no SQL and open no database connection of their own. Imports inside functions and
+`importlib.import_module("…")` with a literal name count like top-level imports."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+#: package → top-level packages of this project it must never import.
+FORBIDDEN = {
+    "ingest": {"analysis", "dashboard"},
+    "analysis": {"ingest", "dashboard"},
+}
+PAGES = ROOT / "dashboard" / "views"
+#: A string that reads as SQL: a statement keyword followed later by a clause keyword.
+SQL = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|WITH)\b.*\b(FROM|INTO|SET|TABLE|MACRO|AS)\b", re.S
+)
+#: Calls that reach the database directly.
+DB_CALLS = {"execute", "sql", "query", "connect", "fetchall", "fetchone", "fetchdf"}
+#: Pages that still name a table macro for `data.macro_rows` (page → macro names). The UI should
+#: call a named function instead; this list may only shrink.
+MACRO_BY_NAME = {
+    "collectives.py": {"collective_instances", "nccl_algorithm_choices", "collective_algorithms"},
+    "nccl.py": {"nccl_ring_orders", "nccl_tree_edges"},
+    "ranks.py": {"rank_step_wait"},
+}
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def imported(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module name) of every import in `tree`, relative imports excluded."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.lineno, node.module))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            out.append((node.lineno, node.args[0].value))
+    return out
+
+
+def violations(package: str, forbidden: set[str]) -> list[str]:
+    bad = []
+    for path in modules(package):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for line, name in imported(tree):
+            if name.split(".")[0] in forbidden:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    return bad
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_stay_inside_its_layer(package):
+    assert violations(package, FORBIDDEN[package]) == []
+
+
+def page_sql(path: Path) -> tuple[list[str], set[str]]:
+    """(SQL-ish findings, macro names passed to macro_rows) of one page."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found, macros = [], set()
+    for line, name in imported(tree):
+        if name.split(".")[0] == "duckdb":
+            found.append(f"{path.name}:{line} imports duckdb")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and SQL.search(node.value)
+        ):
+            found.append(f"{path.name}:{node.lineno} SQL text {node.value[:40]!r}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in DB_CALLS:
+                found.append(f"{path.name}:{node.lineno} calls .{node.func.attr}()")
+            if node.func.attr == "macro_rows":
+                macros |= {
+                    a.value
+                    for a in node.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                }
+    return found, macros
+
+
+def test_pages_hold_no_sql_and_no_connections():
+    bad = [f for p in sorted(PAGES.glob("*.py")) for f in page_sql(p)[0]]
+    assert bad == []
+
+
+def test_pages_name_no_new_macros():
+    named = {p.name: m for p in sorted(PAGES.glob("*.py")) if (m := page_sql(p)[1])}
+    assert named == MACRO_BY_NAME
+
+
+# -- the checks themselves find what they are for ---------------------------------------------
+
+
+def test_imports_are_found_wherever_they_are(tmp_path):
+    src = (
+        "import os\n"
+        "from analysis.db import open_db\n"
+        "def f():\n"
+        "    import dashboard.ui\n"
+        "    return importlib.import_module('analysis.report')\n"
+        "from . import sibling\n"
+    )
+    names = [n for _, n in imported(ast.parse(src))]
+    assert sorted(names) == ["analysis.db", "analysis.report", "dashboard.ui", "os"]
+
+
+def test_a_page_with_sql_is_caught(tmp_path):
+    page = tmp_path / "bad.py"
+    page.write_text(
+        "import duckdb\n"
+        "rows = con.execute('SELECT rank FROM steps WHERE run_id = ?', [1]).df()\n"
+        "x = data.macro_rows(path, run, fp, 'rank_step_wait')\n"
+        "title = 'Select a run from the list'\n"
+    )
+    found, macros = page_sql(page)
+    assert sorted(f.split(" ")[1] for f in found) == ["SQL", "calls", "imports"]
+    assert macros == {"rank_step_wait"}
