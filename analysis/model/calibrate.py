@@ -9,6 +9,7 @@ per-hop α and bus bandwidth of the dominant op make a `Scenario` for what-ifs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,7 +106,8 @@ def median_message(df: pd.DataFrame, op: str, n: int) -> float:
     return float(b.iloc[int(np.searchsorted(b.cumsum().to_numpy(), b.sum() / 2))])
 
 
-def _regime_predictor(s: np.ndarray, t: np.ndarray):
+def regime_predictor(s: np.ndarray, t: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The regime fit of (s, t) as a predictor (for cross-validation)."""
     return fit_regimes(s, t).predict
 
 
@@ -119,7 +121,7 @@ def fit_op(op: str, n: int, size_bytes: np.ndarray, time_s: np.ndarray) -> OpFit
         links = tuple(to_link(op, n, f) for f in regimes.segments)
     except (ValueError, np.linalg.LinAlgError) as e:
         return f"not calibrated: {e}"
-    errors = cross_validated_ape(s, t, _regime_predictor)
+    errors = cross_validated_ape(s, t, regime_predictor)
     st = heldout_status(errors, regimes.slope_known)
     return OpFit(op, n, regimes, links, errors, st, float(s.sum()))
 

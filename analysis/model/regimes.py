@@ -9,7 +9,9 @@ determined), each range gets its own robust fit, and the cut is chosen by a robu
 relative residuals: the Huber loss at the one-line fit's robust scale (MAD), so that
 stragglers do not buy extra segments, plus log n for each of α, β and the cut of an added
 segment. One distinct size gives a flat model
-(the median time): β is then unknown.
+(the median time): β is then unknown. The same flat level is also a candidate when there are
+several sizes (one parameter): it wins when the times do not grow with size (CPU gloo runs
+whose transfer time is dominated by scheduling noise).
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ class RegimeFit:
 
 def _flat(s: np.ndarray, t: np.ndarray) -> AlphaBetaFit:
     """The median time, as a fit with no slope."""
-    return AlphaBetaFit(float(np.median(t)), 0.0, len(s), 0.0, None, 0.0, None, None, s[0], s[0])
+    dec = float(np.log10(s.max() / s.min()))
+    return AlphaBetaFit(
+        float(np.median(t)), 0.0, len(s), dec, None, 0.0, None, None, s.min(), s.max()
+    )
 
 
 def _score(res: np.ndarray, k: int, sigma: float) -> float:
@@ -117,6 +122,10 @@ def fit_regimes(
             if sc < best[0] - 1e-9:
                 best = (sc, bounds)
     best = _refine(best, score)
+    flat = _flat(s, t)
+    res = (t - flat.latency_s) / t
+    if _score(res, 0, sigma) + 2 * math.log(len(s)) < best[0]:
+        return RegimeFit((flat,))  # times do not grow with size: one size-blind level
     return RegimeFit(tuple(seg(a, b)[0] for a, b in itertools.pairwise(best[1])))
 
 

@@ -1,0 +1,78 @@
+"""The crash cases of the model section: real DLRM with one rank's clock shifted, with jittered
+all-reduce durations, and single-rank traces all give a report (never an exception), and
+single-rank traces are never fitted on kernel durations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DATA, DLRM
+
+from analysis import db
+from analysis.model.section import model_section
+from ingest import store
+
+
+def _ingest(path, name, files):
+    con = store.connect(path)
+    store.ingest(con, name, files)
+    con.close()
+    con = db.open_db(path, read_only=False)
+    return con, con.execute("SELECT run_id FROM runs WHERE name = ?", [name]).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def dlrm(tmp_path_factory):
+    return _ingest(tmp_path_factory.mktemp("m") / "d.duckdb", "dlrm", sorted(DLRM.glob("*.gz")))
+
+
+def _is_report(m):
+    assert isinstance(m["status"], str) and m["status"]
+    assert m["status"] == "calibrated" or m["status"].startswith(
+        ("not calibrated: ", "fit too uncertain: held-out median error ")
+    )
+    for f in (m["fit"] or {}).get("per_op", []):
+        assert f["status"] and f["heldout_n"] >= 0
+
+
+def test_shifted_clock_gives_a_report(dlrm):
+    con, rid = dlrm
+    con.execute("BEGIN")
+    try:
+        # rank 5's clock +3 ms: clock alignment recovers it, the fit must not fall over
+        con.execute("UPDATE collectives SET ts = ts + 3000000 WHERE run_id = ? AND rank = 5", [rid])
+        m = model_section(con, rid)
+    finally:
+        con.execute("ROLLBACK")
+    _is_report(m)
+    assert {f["op"] for f in m["fit"]["per_op"]} == {"allreduce", "alltoall"}
+
+
+def test_jittered_allreduce_durations_give_a_report(dlrm):
+    con, rid = dlrm
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        con.execute("BEGIN")
+        try:
+            con.execute("SELECT setseed(?)", [float(rng.random())])
+            con.execute(
+                "UPDATE collectives SET dur = round(dur * (1 + ? * (random() - 0.5)))::BIGINT"
+                " WHERE run_id = ? AND op = 'allreduce'",
+                [0.02, rid],
+            )
+            _is_report(model_section(con, rid))
+        finally:
+            con.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    "name", ["hta_nccl_parser_config_rank0of2", "hta_trace_diff_test_rank1of2"]
+)
+def test_single_rank_traces_are_not_fitted_on_kernel_durations(tmp_path, name):
+    files = sorted((DATA / "kineto" / name).iterdir())
+    files = [f for f in files if ".json" in f.name]
+    con, rid = _ingest(tmp_path / "s.duckdb", name, files)
+    m = model_section(con, rid)
+    # one rank traced: no instance has a transfer time seen across ranks
+    assert m["status"] == "not calibrated: no matched collectives"
+    assert m["fit"] is None and m["predicted"] is None
