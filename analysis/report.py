@@ -16,6 +16,7 @@ import pandas as pd
 from analysis.checklist import evaluate as checklist
 from analysis.collectives import collectives_section
 from analysis.db import run_id
+from analysis.hang import hang_section
 from analysis.model.section import model_section
 from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
@@ -133,6 +134,7 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
     "collectives": collectives_section,
     "nccl": nccl_section,
     "model": model_section,
+    "hang": hang_section,
 }
 
 

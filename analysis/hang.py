@@ -1,0 +1,153 @@
+"""The `hang` report section: who did not arrive, from PyTorch Flight Recorder dumps (thin
+Python over analysis/sql/hang*.sql; the rules are in docs/hangs.md). Every key is present
+whether or not the run has dumps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+#: Entries per rank and group in the timeline before the hang.
+TIMELINE_ENTRIES = 5
+UPLOAD_HINT = (
+    "no Flight Recorder dump in this run: run the job with TORCH_FR_BUFFER_SIZE=2000 (and "
+    "TORCH_FR_DUMP_TEMP_FILE=<dir>/rank_ for dumps on a watchdog timeout), then ingest one "
+    "dump per rank"
+)
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def has_fr_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when the store has the fr_* tables (stores made before them do not)."""
+    sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'fr_entries'"
+    return bool(con.execute(sql).fetchone()[0])
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """'rank 1' or 'ranks 0, 2, 3'."""
+    word = "rank" if len(ranks) == 1 else "ranks"
+    return f"{word} {', '.join(str(r) for r in ranks)}"
+
+
+def group_text(pg_name: str, pg_desc: str | None) -> str:
+    """'process group 0 (default_pg)'."""
+    desc = f" ({pg_desc})" if pg_desc and pg_desc != "undefined" else ""
+    return f"process group {pg_name}{desc}"
+
+
+def _last_of(progress: list[dict], pg: str, ranks: list[int]) -> str:
+    parts = []
+    for p in progress:
+        if p["pg_name"] == pg and p["rank"] in ranks:
+            last = "none" if p["last_seq"] is None else f"{p['last_op']} seq {p['last_seq']}"
+            parts.append(last if len(ranks) == 1 else f"rank {p['rank']}: {last}")
+    return "; ".join(parts)
+
+
+def cause_sentence(finding: dict, group: dict, progress: list[dict]) -> str:
+    """One sentence naming the cause of `finding` (a hang_findings row) in its group."""
+    where = group_text(finding["pg_name"], finding["pg_desc"])
+    seq, op = finding["seq"], finding["op_name"] or "a collective"
+    bad, others = finding["culprit_ranks"], finding["other_ranks"] or []
+    kind = finding["kind"]
+    if kind == "missing":
+        one = len(bad) == 1
+        verb = "its last recorded collective is" if one else "last recorded collectives:"
+        s = (
+            f"Hang in {where} at {op} seq {seq}: {ranks_text(bad)} never entered it "
+            f"({verb} {_last_of(progress, finding['pg_name'], bad)})"
+        )
+        s += f"; {ranks_text(others)} waited." if others else "."
+    elif kind == "stuck":
+        s = f"Hang in {where} at {op} seq {seq}: {ranks_text(bad)} started it and never "
+        if others:
+            s += f"completed it; {ranks_text(others)} did."
+        else:
+            s += "completed it (every rank is inside it: look at the network or the devices)."
+    else:
+        got = " / ".join(finding["culprit_values"])
+        verb = {"op": "called", "dtype": "passed dtypes", "size": "passed shapes"}[kind]
+        tail = "" if kind == "op" else f" to {op}"
+        s = (
+            f"Mismatch in {where} at seq {seq}: {ranks_text(bad)} {verb} {got} where "
+            f"{ranks_text(others)} {verb} {finding['expected']}{tail}"
+        )
+        s += " (no majority: either side may be at fault)." if finding["ambiguous"] else "."
+    if group["missing_dumps"]:
+        s += f" No dump from {ranks_text(group['missing_dumps'])}: they may be the cause."
+    return s
+
+
+def quiet_sentence(group: dict) -> str:
+    """The sentence for a group without a finding."""
+    where = group_text(group["pg_name"], group["pg_desc"])
+    s = f"No hang evidence in {where}: every dumped rank entered the same collectives up to "
+    s += f"seq {group['last_common_seq']}"
+    if group["missing_dumps"]:
+        s += f", but {ranks_text(group['missing_dumps'])} left no dump (crashed or not collected)"
+    elif not group["state_tracked"]:
+        s += " (these dumps record no completion, as with gloo: a hang inside that collective "
+        s += "cannot be told from a finished job)"
+    return s + "."
+
+
+def _absent(reason: str) -> dict[str, Any]:
+    return {
+        "present": False,
+        "reason": reason,
+        "n_dumps": 0,
+        "forms": [],
+        "versions": [],
+        "verdict": None,
+        "groups": [],
+        "findings": [],
+        "ranks": [],
+        "timeline": [],
+    }
+
+
+def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    """The hang findings of run `rid` (see module docstring); `present` False, with `reason`,
+    when the run has no Flight Recorder dump."""
+    if not has_fr_tables(con):
+        return _absent("not available: this store predates Flight Recorder support")
+    dumps = con.execute(
+        "SELECT count(DISTINCT rank), list(DISTINCT form ORDER BY form), "
+        "list(DISTINCT version ORDER BY version) FROM fr_dumps WHERE run_id = ?",
+        [rid],
+    ).fetchone()
+    if not dumps[0]:
+        return _absent(UPLOAD_HINT)
+    groups = _rows(con, "SELECT * FROM hang_groups(?)", [rid])
+    findings = _rows(con, "SELECT * FROM hang_findings(?)", [rid])
+    progress = _rows(con, "SELECT * FROM hang_rank_progress(?)", [rid])
+    timeline = _rows(con, "SELECT * FROM hang_timeline(?, ?)", [rid, TIMELINE_ENTRIES])
+    for f in findings:
+        f.pop("priority", None)
+    for g in groups:
+        first = next((f for f in findings if f["pg_name"] == g["pg_name"]), None)
+        g["cause"] = first
+        g["sentence"] = cause_sentence(first, g, progress) if first else quiet_sentence(g)
+    hung = [g for g in groups if g["cause"]]
+    hung.sort(key=lambda g: (g["cause"]["seq"], g["pg_name"]))
+    verdict = " ".join(g["sentence"] for g in (hung or groups)) or (
+        "The dumps hold no collective entries."
+    )
+    return {
+        "present": True,
+        "reason": None,
+        "n_dumps": dumps[0],
+        "forms": dumps[1],
+        "versions": dumps[2],
+        "verdict": verdict,
+        "groups": groups,
+        "findings": findings,
+        "ranks": progress,
+        "timeline": timeline,
+    }

@@ -1,0 +1,174 @@
+"""Table-driven tests of analysis/sql/hang*.sql on tiny inline Flight Recorder rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from analysis.db import load_modules
+from ingest import store
+from ingest.flight_recorder import SCHEMAS
+
+RID = 1
+
+
+@pytest.fixture(scope="module")
+def store_con():
+    """One in-memory store with the macros loaded."""
+    return load_modules(store.connect(":memory:"))
+
+
+@pytest.fixture
+def con(store_con):
+    """The store with an empty run, rolled back after the test."""
+    store_con.execute("BEGIN TRANSACTION")
+    store_con.execute("INSERT INTO runs VALUES (1, 'r', NULL, NULL)")
+    yield store_con
+    store_con.execute("ROLLBACK")
+
+
+def put(con, table: str, rows: list[dict], file_id: int | None = None) -> None:
+    """Insert `rows` (dicts with the parser's columns; run_id 1; file_id 10 + rank unless
+    given)."""
+    data = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
+    fid = "10 + rank" if file_id is None else str(file_id)
+    con.register("_rows", data)
+    con.execute(
+        f"INSERT INTO {table} BY NAME SELECT {RID} AS run_id, {fid} AS file_id, * FROM _rows"
+    )
+    con.unregister("_rows")
+
+
+def entry(rank, seq, op="all_reduce", n=8, dtype="Float", state="scheduled", pg="0", **kw):
+    sizes, out = [[n]], [[4, n]] if op == "all_gather" else [[n]]
+    return {"rank": rank, "record_id": seq, "pg_name": pg, "pg_desc": "default_pg",
+            "collective_seq_id": seq, "is_p2p": False, "profiling_name": f"nccl:{op}",
+            "op": op.replace("_", "").replace("reducescatter", "reduce_scatter"),
+            "input_sizes": sizes, "output_sizes": out, "input_dtypes": [dtype],
+            "output_dtypes": [dtype], "state": state, **kw}  # fmt: skip
+
+
+def job(con, calls: dict[int, list[dict]], members=(0, 1, 2, 3), cfg_name="0"):
+    """Dumps of `calls` (rank → entries): one fr_dumps and one fr_groups row per rank."""
+    put(con, "fr_dumps", [{"rank": r, "form": "json", "version": "2.10"} for r in calls])
+    put(con, "fr_groups", [{"rank": r, "pg_name": cfg_name, "ranks": list(members)}
+                           for r in calls])  # fmt: skip
+    put(con, "fr_entries", [e for es in calls.values() for e in es])
+
+
+def q(con, sql: str) -> list[tuple]:
+    return con.execute(sql).fetchall()
+
+
+FIND = "SELECT seq, kind, op_name, culprit_ranks, other_ranks FROM hang_findings(1)"
+
+
+def test_rank_that_never_entered(con):
+    calls = {r: [entry(r, s) for s in (1, 2)] + [entry(r, 3, "all_gather")] for r in (0, 2, 3)}
+    calls[1] = [entry(1, s) for s in (1, 2)]
+    job(con, calls)
+    assert q(con, FIND) == [(3, "missing", "all_gather", [1], [0, 2, 3])]
+    g = q(con, "SELECT members, dumped, missing_dumps, last_common_seq, max_seq, state_tracked,"
+               " last_completed_seq FROM hang_groups(1)")  # fmt: skip
+    assert g == [([0, 1, 2, 3], [0, 1, 2, 3], [], 2, 3, False, None)]
+    prog = q(con, "SELECT rank, last_seq, last_op FROM hang_rank_progress(1) WHERE rank = 1")
+    assert prog == [(1, 2, "all_reduce")]
+
+
+def test_two_ranks_missing_and_one_dump_missing(con):
+    calls = {0: [entry(0, 1), entry(0, 2)], 1: [entry(1, 1)], 2: [entry(2, 1)]}
+    job(con, calls)
+    assert q(con, FIND) == [(2, "missing", "all_reduce", [1, 2], [0])]
+    assert q(con, "SELECT missing_dumps FROM hang_groups(1)") == [([3],)]
+
+
+@pytest.mark.parametrize(
+    ("odd", "kind", "culprit_values", "expected"),
+    [
+        ({"op": "all_gather"}, "op", ["nccl:all_gather"], "nccl:all_reduce"),
+        ({"dtype": "BFloat16"}, "dtype", ["BFloat16"], "Float"),
+        ({"n": 16}, "size", ["[[16]] -> [[16]]"], "[[8]] -> [[8]]"),
+    ],
+)
+def test_one_odd_rank_is_the_culprit(con, odd, kind, culprit_values, expected):
+    calls = {r: [entry(r, 1), entry(r, 2, **(odd if r == 2 else {}))] for r in range(4)}
+    job(con, calls)
+    got = q(con, "SELECT seq, kind, culprit_ranks, other_ranks, culprit_values, expected,"
+                 " ambiguous FROM hang_findings(1)")  # fmt: skip
+    assert got == [(2, kind, [2], [0, 1, 3], culprit_values, expected, False)]
+
+
+def test_op_mismatch_is_not_also_reported_as_size_or_dtype(con):
+    calls = {r: [entry(r, 1)] for r in range(4)}
+    calls[3] = [entry(3, 1, "all_gather", n=4, dtype="Half")]
+    job(con, calls)
+    assert [r[1] for r in q(con, FIND)] == ["op"]
+
+
+def test_tie_is_ambiguous_and_sizes_of_alltoall_are_not_compared(con):
+    calls = {r: [entry(r, 1, n=8 if r < 2 else 16)] for r in range(4)}
+    calls.update({r: calls[r] + [entry(r, 2, "all_to_all", n=r + 1)] for r in range(4)})
+    job(con, calls)
+    got = q(con, "SELECT seq, culprit_ranks, other_ranks, ambiguous FROM hang_findings(1)")
+    assert got == [(1, [2, 3], [0, 1], True)]
+
+
+def test_stuck_rank_with_nccl_states(con):
+    done = {"state": "completed"}
+    calls = {r: [entry(r, 1, **done), entry(r, 2, **done)] for r in range(4)}
+    calls[1][1] = entry(1, 2, state="started")
+    job(con, calls)
+    assert q(con, FIND) == [(2, "stuck", "all_reduce", [1], [0, 2, 3])]
+    assert q(con, "SELECT state_tracked, last_completed_seq FROM hang_groups(1)") == [(True, 1)]
+
+
+def test_every_rank_inside_one_collective(con):
+    calls = {r: [entry(r, 1, state="completed"), entry(r, 2, state="started")] for r in range(2)}
+    job(con, calls, members=(0, 1))
+    assert q(con, FIND) == [(2, "stuck", "all_reduce", [0, 1], [])]
+
+
+def test_nothing_wrong(con):
+    job(con, {r: [entry(r, s) for s in (1, 2, 3)] for r in range(4)})
+    assert q(con, FIND) == []
+    assert q(con, "SELECT last_common_seq, max_seq FROM hang_groups(1)") == [(3, 3)]
+
+
+def test_unnamed_group_config_as_gloo_writes_it(con):
+    # gloo in torch 2.13 keys pg_config by '' while entries name the group '0'
+    calls = {r: [entry(r, 1)] for r in (0, 1)}
+    job(con, calls, members=(0, 1, 2), cfg_name="")
+    assert q(con, "SELECT members, missing_dumps FROM hang_groups(1)") == [([0, 1, 2], [2])]
+
+
+def test_groups_are_judged_apart_and_p2p_is_left_out(con):
+    calls = {
+        0: [entry(0, 1), entry(0, 1, pg="1"), entry(0, 2, pg="1")],
+        1: [entry(1, 1), entry(1, 1, pg="1"), entry(1, 9, "send", is_p2p=True)],
+    }
+    job(con, calls, members=(0, 1))
+    assert q(con, "SELECT pg_name, seq, kind, culprit_ranks FROM hang_findings(1)") == [
+        ("1", 2, "missing", [1])
+    ]
+
+
+def test_a_later_dump_of_a_rank_replaces_the_earlier(con):
+    job(con, {0: [entry(0, 1)], 1: [entry(1, 1)]}, members=(0, 1))
+    put(con, "fr_dumps", [{"rank": 1, "form": "json", "version": "2.10"}], file_id=99)
+    put(con, "fr_entries", [entry(1, 1), entry(1, 2)], file_id=99)
+    assert q(con, FIND) == [(2, "missing", "all_reduce", [0], [1])]
+
+
+def test_timeline_joins_trace_collectives_by_seq_or_order(con):
+    job(con, {0: [entry(0, s) for s in (1, 2, 3)]}, members=(0,))
+    con.execute(
+        "INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, pg_name, seq) VALUES "
+        "(1, 5, 0, 300, 1, 'allreduce', NULL, NULL), (1, 5, 0, 100, 1, 'allreduce', NULL, NULL),"
+        "(1, 5, 0, 200, 1, 'allgather', NULL, NULL)"
+    )
+    got = q(con, "SELECT seq, trace_ts, join_key FROM hang_timeline(1, 2)")
+    # the 2nd trace collective by start is an allgather: no match for seq 2; seq 3 is 300
+    assert got == [(2, None, None), (3, 300, "order")]
+    con.execute("INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, pg_name, seq) "
+                "VALUES (1, 5, 0, 250, 1, 'allreduce', '0', 2)")  # fmt: skip
+    assert q(con, "SELECT seq, trace_ts, join_key FROM hang_timeline(1, 2)")[0] == (2, 250, "seq")
