@@ -5,26 +5,23 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from analysis.db import load_modules
-from ingest import store
 from ingest.flight_recorder import SCHEMAS
+from tests.conftest import memory_store
 
 RID = 1
-
-
-@pytest.fixture(scope="module")
-def store_con():
-    """One in-memory store with the macros loaded."""
-    return load_modules(store.connect(":memory:"))
+_STORE = []
 
 
 @pytest.fixture
-def con(store_con):
-    """The store with an empty run, rolled back after the test."""
-    store_con.execute("BEGIN TRANSACTION")
-    store_con.execute("INSERT INTO runs VALUES (1, 'r', NULL, NULL)")
-    yield store_con
-    store_con.execute("ROLLBACK")
+def con():
+    """A store (made once per module, macros loaded) holding one empty run; every test's rows
+    are rolled back after it."""
+    if not _STORE:
+        _STORE.append(memory_store())
+    c = _STORE[0]
+    c.execute("BEGIN TRANSACTION; INSERT INTO runs VALUES (1, 'r', NULL, NULL)")
+    yield c
+    c.execute("ROLLBACK")
 
 
 def put(con, table: str, rows: list[dict], file_id: int | None = None) -> None:
