@@ -65,3 +65,24 @@ def test_bad_units_are_errors(capsys, flag):
     argv = BASE + flag
     assert main(argv) == 2
     assert "commwall: error:" in capsys.readouterr().err
+
+
+def test_what_if_on_a_stored_run(capsys, tmp_path):
+    """`--db --run`: the dashboard's knobs on the calibrated run. Doubling the compression
+    halves the bytes on the wire, so the what-if's τ_comm cannot exceed the model's."""
+    from conftest import DLRM
+
+    from ingest import store
+
+    con = store.connect(tmp_path / "d.duckdb")
+    store.ingest(con, "dlrm", sorted(DLRM.glob("*.gz")))
+    con.close()
+    args = ["model", "--db", str(tmp_path / "d.duckdb"), "--run", "dlrm", "--format", "json"]
+    assert main([*args, "--compression", "2", "--link-peak", "NVLink2"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["knobs"]["compression"] == {"run": 1.0, "what_if": 2.0}
+    assert r["what_if"]["tau_comm_ms"] < r["model"]["tau_comm_ms"]
+    assert r["measured"]["link"] == "NVLink2" and r["measured"]["peak_busbw_GBps"] == 150.0
+    assert set(r["fit_status"]) == {"allreduce/8", "alltoall/8"}
+    assert main([*args, "--link-peak", "warp drive"]) == 2
+    assert "--link-peak 'warp drive'" in capsys.readouterr().err

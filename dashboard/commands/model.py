@@ -13,7 +13,7 @@ from analysis.model.nccl_tuning import ARCHS
 from analysis.model.scenario import calculator, predict
 from analysis.model.summary import prediction_dict
 from analysis.model.units import parse_duration
-from dashboard.commands._output import add_format, emit_json, error, fmt_table
+from dashboard.commands._output import add_format, emit_json, emit_text, error, fmt_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,19 +26,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "then T_step = τ_comp + τ_comm − min(τ_comp, τ_comm)·η and the verdict. Units are "
         "explicit: GB = 1e9 B, GiB = 2^30 B, 400Gbps = 50GB/s.",
     )
-    p.add_argument("--params", required=True, help="parameters, e.g. 7e9 or 7B")
+    p.add_argument("--db", help="store file: what-ifs on the stored run --run")
+    p.add_argument("--run", help="run name (with --db)")
+    p.add_argument("--nodes", type=int, help="with --db: nodes (ranks in the ring)")
+    p.add_argument(
+        "--link-peak", help="with --db: the link to compare busbw with (NDR, NVLink3, 50GB/s)"
+    )
+    p.add_argument("--params", help="parameters, e.g. 7e9 or 7B")
     p.add_argument("--dtype", default="bf16", help="gradient dtype (default: %(default)s)")
-    p.add_argument("--gpus", type=int, required=True, help="data-parallel GPUs")
+    p.add_argument("--gpus", type=int, help="data-parallel GPUs")
     p.add_argument(
         "--gpus-per-node", type=int, default=1, help="default 1: every hop crosses --link"
     )
-    p.add_argument("--link", required=True, help="NIC speed per GPU, per direction (400Gbps)")
+    p.add_argument(
+        "--link", help="NIC speed per GPU, per direction (400Gbps); with --db the what-if link"
+    )
     p.add_argument("--nvlink", help="NVLink, bidirectional as quoted (default 900GB/s)")
     p.add_argument("--nics-per-node", type=int, help="default: one NIC per GPU")
     p.add_argument("--compute-ms", type=float, help="compute time per micro-batch, ms")
-    p.add_argument("--overlap", type=float, default=0.0, help="overlap efficiency η in [0, 1]")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    p.add_argument("--compression", type=float, default=1.0, help="bytes on the wire ÷ this")
+    p.add_argument("--overlap", type=float, help="overlap efficiency η in [0, 1] (default 0)")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (default 1)")
+    p.add_argument("--compression", type=float, help="bytes on the wire ÷ this (default 1)")
     p.add_argument("--bucket", default="25MiB", help="DDP bucket size; 0: one collective")
     p.add_argument("--alpha", default=f"{DEFAULT_NET_ALPHA_S * 1e6:g}us", help="NIC hop latency")
     p.add_argument(
@@ -59,6 +67,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the prediction."""
+    if args.db:
+        return run_stored(args)
+    missing = [f"--{k}" for k in ("params", "gpus", "link") if getattr(args, k) is None]
+    if missing:
+        return error(f"give {', '.join(missing)} (or --db and --run for a stored run)")
     try:
         scenario = calculator(
             args.params,
@@ -72,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
             alpha_nvlink_s=parse_duration(args.alpha_nvlink),
             bucket=args.bucket,
             compute_s=None if args.compute_ms is None else args.compute_ms / 1e3,
-            eta=args.overlap,
-            grad_accum=args.grad_accum,
-            compression=args.compression,
+            eta=args.overlap or 0.0,
+            grad_accum=args.grad_accum or 1,
+            compression=args.compression or 1.0,
             algorithm=args.algorithm,
             in_network=args.in_network,
             target_overhead=args.target_overhead,
@@ -86,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(result)
     else:
-        print(render(result))
+        emit_text(render(result))
     return 0
 
 
@@ -132,4 +145,66 @@ def render(r: dict) -> str:
             ),
         ]
     lines += ["", "assumptions:", *(f"  - {a}" for a in r["assumptions"])]
+    return "\n".join(lines)
+
+
+def run_stored(args: argparse.Namespace) -> int:
+    """What-ifs on a stored run: the dashboard's knobs, given as options."""
+    from analysis import db
+    from analysis.model.hardware import link_for_peak
+    from analysis.model.run_whatif import run_whatif
+    from analysis.model.units import parse_bandwidth
+
+    if not args.run:
+        return error("--db needs --run")
+    knobs: dict[str, float] = {}
+    try:
+        if args.link:
+            knobs["link_Bps"] = parse_bandwidth(args.link) / 1e9
+        for key, value in (
+            ("grad_accum", args.grad_accum),
+            ("compression", args.compression),
+            ("eta", args.overlap),
+            ("n_nodes", args.nodes),
+        ):
+            if value is not None:
+                knobs[key] = float(value)
+        peak = link_for_peak(args.link_peak) if args.link_peak else None
+        con = db.open_db(args.db)
+        result = run_whatif(con, db.run_id(con, args.run), knobs, peak)
+    except (ValueError, FileNotFoundError, db.RunNotFound) as e:
+        return error(str(e))
+    if args.format == "json":
+        emit_json(result)
+    else:
+        print(render_stored(result))
+    return 0
+
+
+def render_stored(r: dict) -> str:
+    """A stored run's what-if as text."""
+    lines = [f"model status: {r['status']}"]
+    lines += [f"  fit {op}: {st}" for op, st in r["fit_status"].items()]
+    if r["model"] is None:
+        return "\n".join(lines)
+    rows = []
+    for label, d in (("measured", r["measured"]), ("model", r["model"]), ("what-if", r["what_if"])):
+        rows.append(
+            {
+                "": label,
+                **{
+                    k: d.get(k)
+                    for k in (
+                        "step_ms",
+                        "tau_comm_ms",
+                        "exposed_comm_ms",
+                        "comm_overhead",
+                        "verdict",
+                    )
+                },
+            }
+        )
+    lines.append(fmt_table(pd.DataFrame(rows)))
+    for k, v in r["knobs"].items():
+        lines.append(f"{k}: {v['run']:g} in the run → {v['what_if']:g}")
     return "\n".join(lines)
