@@ -10,7 +10,7 @@ import json
 import duckdb
 import pandas as pd
 
-NS_PER_MS = 1e6
+from analysis.units import NS_PER_MS
 
 
 def _query(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import json
 import duckdb
 import pandas as pd
 
-NS_PER_MS = 1e6
+from analysis.units import NS_PER_MS
 
 #: Report fields per rank: JSON key → straggler_ranks column (ns columns become ms).
 _RANK_KEYS = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-NS_PER_MS = 1e6
+from analysis.units import NS_PER_MS
 
 
 def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:
@@ -41,7 +41,7 @@ def collectives(
     run-wide instance id, equal on every rank of one collective), bytes, wait_ms, start_ms,
     end_ms."""
     df = con.execute(
-        "SELECT rank, op, ik AS instance, bytes, wait_ns / 1e6 AS wait_ms, ts, dur "
+        f"SELECT rank, op, ik AS instance, bytes, wait_ns / {NS_PER_MS} AS wait_ms, ts, dur "
         "FROM collective_ranks(?) WHERE step = ? AND list_contains(?, rank) ORDER BY rank, ts",
         [rid, step, ranks],
     ).df()
