@@ -1,0 +1,111 @@
+"""The notebook facade `analysis.api.Store` / `Run` on a synthetic run whose every activity is
+known (tests/synthetic_traces.py): each method returns what the simulation put there."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+import synthetic_traces as syn
+
+from analysis.api import Store
+from analysis.db import RunNotFound
+from ingest import store
+
+# 2 hosts × 2 ranks, 3 steps of 4 collectives; rank labels shuffled against process order
+SCN = syn.Scenario(
+    hosts=2, ranks_per_host=2, steps=3, collectives_per_step=4, rank_of=(2, 0, 3, 1), seed=3
+)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return syn.simulate(SCN)
+
+
+@pytest.fixture(scope="module")
+def path(sim, tmp_path_factory):
+    d = tmp_path_factory.mktemp("api")
+    files = syn.write_kineto(sim, d / "traces")
+    con = store.connect(d / "store.duckdb")
+    store.ingest(con, "syn", files)
+    con.close()
+    return d / "store.duckdb"
+
+
+@pytest.fixture()
+def s(path):
+    st = Store(path)
+    yield st
+    st.close()
+
+
+def proc_of(sim, rank: int) -> int:
+    return next(p for p in range(SCN.world) if sim.rank(p) == rank)
+
+
+def test_runs_lists_the_run_with_its_files_and_ranks(s):
+    runs = s.runs()
+    assert runs["run"].tolist() == ["syn"]
+    row = runs.iloc[0]
+    assert (row["files"], row["ranks"], row["formats"]) == (SCN.world, SCN.world, "kineto")
+
+
+def test_ranks_carry_host_and_whole_trace_compute(s, sim):
+    ranks = s.run("syn").ranks().set_index("rank")
+    assert sorted(ranks.index) == list(range(SCN.world))
+    for r in ranks.index:
+        p = proc_of(sim, r)
+        assert ranks.loc[r, "host"] == sim.host(p)
+        # compute kernels never overlap one another: τ_comp is their plain sum
+        assert ranks.loc[r, "compute_ns"] == sim.compute_dur[p].sum()
+        assert ranks.loc[r, "comm_ns"] == (sim.end[p] - sim.arrive[p]).sum()
+
+
+def test_steps_are_one_row_per_rank_and_step(s, sim):
+    steps = s.run("syn").steps()
+    want = {(r, n) for r in range(SCN.world) for n in sim.truth()["steps"]}
+    assert set(zip(steps["rank"], steps["step"], strict=True)) == want
+    assert len(steps) == len(want)
+
+
+def test_activities_filter_by_kind_and_rank(s, sim):
+    comm = s.run("syn").activities(kind="comm", rank=3)
+    p = proc_of(sim, 3)
+    assert set(comm["kind"]) == {"comm"} and set(comm["rank"]) == {3}
+    assert comm["dur"].tolist() == (sim.end[p] - sim.arrive[p]).tolist()  # in time order
+    assert comm["ts"].is_monotonic_increasing
+    every = s.run("syn").activities()
+    assert len(every[every["kind"] == "compute"]) == SCN.world * len(sim.ops)
+
+
+def test_collectives_one_call_per_rank_and_collective(s, sim):
+    calls = s.run("syn").collectives()
+    assert len(calls) == SCN.world * len(sim.ops)
+    assert calls.groupby("rank")["op"].apply(list).map(lambda ops: ops == sim.ops).all()
+
+
+def test_report_is_the_run_report(s, sim):
+    rep = s.run("syn").report()
+    assert rep["run"] == "syn"
+    by_rank = {r["rank"]: r for r in rep["ranks"]}
+    p = proc_of(sim, 1)
+    assert by_rank[1]["tau_comp_ms"] == pytest.approx(sim.compute_dur[p].sum() / 1e6)
+
+
+def test_unknown_run_names_the_runs_there_are(s):
+    with pytest.raises(RunNotFound, match="syn"):
+        s.run("nope")
+
+
+def test_store_is_read_only_and_closes(path):
+    st = Store(path)
+    with pytest.raises(duckdb.Error):
+        st.con.execute("DELETE FROM runs")
+    st.close()
+    with pytest.raises(duckdb.Error):
+        st.runs()
+
+
+def test_missing_store_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such database"):
+        Store(tmp_path / "absent.duckdb")
