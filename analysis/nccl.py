@@ -181,7 +181,8 @@ def empty_section() -> dict[str, Any]:
     """The section of a run without NCCL logs: every key, nothing found."""
     s: dict[str, Any] = {
         "present": False, "hint": UPLOAD_HINT, "findings": [], "files": 0,
-        "lines": dict.fromkeys(("total", "nccl", "recognised", "unknown", "damaged", "torch"), 0),
+        "lines": dict.fromkeys(("total", "nccl", "recognised", "unknown", "damaged", "torch"), 0)
+        | {"share_recognised": None, "unknown_families": []},
         "versions": [], "version_mismatch": False, "versions_detail": [], "version_by_rank": [],
         "shape_version": None,
         "ranks": {"world_size": None, "with_log": [], "without_log": [], "processes": 0,
@@ -206,6 +207,12 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     files = lines.pop("files")
     if not files:
         return s
+    lines["share_recognised"] = lines["recognised"] / lines["nccl"] if lines["nccl"] else None
+    lines["unknown_families"] = [
+        {k: r[k] for k in ("family", "kind", "count", "example")}
+        | {"where": _where(con, r["first_file_id"], r["first_line"])}
+        for r in _rows(con, "nccl_unknown_families", rid)
+    ]
     s.update(present=True, hint=None, files=files, lines=lines)
     s.update(_versions(con, rid))
     s["ranks"] = _ranks(con, rid)

@@ -67,7 +67,7 @@ def test_multi_node_ib_with_gdr(runs):
     s, (log,) = runs["ib"]
     t = log.truth
     assert set(REQUIRED) <= set(s) and s["present"] and s["hint"] is None
-    assert s["lines"] == {k: t.lines[k] for k in s["lines"]}
+    assert {k: s["lines"][k] for k in t.lines} == t.lines
     assert s["versions"] == ["2.24.3"] and not s["version_mismatch"]
     assert [r["nccl_version"] for r in s["version_by_rank"]] == ["2.24.3"] * 8
     assert s["ranks"]["with_log"] == list(range(8)) and s["ranks"]["without_log"] == []

@@ -127,7 +127,11 @@ GDR_CASES = {
     "no_gdr_connection": ([("conn", "NET/IB", False, 3)], (False, "connections", 3)),
     "sockets_do_not_count": (
         [("conn", "NET/Socket", False, 3), ("cap", None, True, 2)], (True, "capability", 2)),
-    "ring_flag": ([("ring", None, 1, 7), ("cap", None, False, 2)], (True, "ring_gdr", 7)),
+    # 2.27 on one host (real log 025): every HCA says `GPU Direct RDMA Disabled`, the ring
+    # line says `use ring PXN 0 GDR 1`; the HCAs decide.
+    "capability_over_ring_flag": (
+        [("ring", None, 1, 7), ("cap", None, False, 2)], (False, "capability", 2)),
+    "ring_flag": ([("ring", None, 1, 7)], (True, "ring_gdr", 7)),
     "capability_off": ([("cap", None, False, 2)], (False, "capability", 2)),
     "nothing": ([], None),
 }  # fmt: skip

@@ -100,3 +100,33 @@ SELECT count(*) AS files, coalesce(sum(lines_total), 0)::BIGINT AS total,
     coalesce(sum(lines_damaged), 0)::BIGINT AS damaged,
     coalesce(sum(lines_torch), 0)::BIGINT AS torch
 FROM nccl_files WHERE run_id = rid;
+
+-- nccl_unknown_families(rid): the NCCL lines of run `rid` commwall did not understand,
+-- grouped by family, most frequent first.
+--   rid       run_id.
+--   returns   family        the message's first two words with numbers as N and hex values
+--                           as 0x… ('Created N', 'NET/IB : Made'), for kind unknown; the kind
+--                           itself for the others,
+--             kind          unknown (an NCCL line of no known family) | damaged (an NCCL
+--                           level token without a prefix) | torch (a PyTorch NCCL line of no
+--                           known kind) | too_long (over 65,536 characters, not read) |
+--                           out_of_range (a number of 21+ digits, not read),
+--             count         lines,
+--             example       the first such line (cut at 300 characters),
+--             first_file_id, first_line   where it is.
+-- Algorithm: nccl_unknown grouped by family.
+CREATE OR REPLACE TEMP MACRO nccl_unknown_families(rid) AS TABLE
+WITH u AS (
+    SELECT file_id, line_no, kind, text,
+        CASE WHEN kind = 'unknown' THEN regexp_replace(regexp_replace(array_to_string(
+            string_split(trim(regexp_extract(text, 'NCCL (?:INFO|TRACE) (.*)$', 1)), ' ')[1:2],
+            ' '), '0x[0-9a-fA-F]+', '0x…', 'g'), '[0-9]+', 'N', 'g')
+        ELSE kind END AS family
+    FROM nccl_unknown WHERE run_id = rid
+)
+SELECT family, kind, count(*) AS count,
+    left(arg_min(text, (file_id, line_no)), 300) AS example,
+    min(file_id) AS first_file_id, arg_min(line_no, (file_id, line_no)) AS first_line
+FROM u
+GROUP BY family, kind
+ORDER BY count DESC, family;

@@ -54,7 +54,7 @@ COMM = C(
     r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudaDev>\d+)"
     r"(?: nvmlDev (?P<nvmlDev>\d+))?(?: busId (?P<busId>[0-9a-f]+))?"
     r"(?: parent (?P<parent>\S+) (?:(?:splitCount|childCount) \d+ )?color -?\d+ key -?\d+)?"
-    r"(?: commId (?P<commId>0x[0-9a-f]+))?"
+    r"(?: commId (?P<commId>0x[0-9a-f]+))?(?: localSize \d+ used \d+ bytes(?: on core \d+)?)?"
     r"(?: ?- (?P<event>Init START|Init COMPLETE|Destroy COMPLETE|Abort COMPLETE))?$"
 )
 COMM_NODES = C(
@@ -67,7 +67,7 @@ INIT_TIMINGS = C(
 )
 
 RING_ORDER = C(
-    r"^(?:Channel|Ring) (?P<ch>\d{2,3})(?:/(?P<nch>\d{2,3}))? :(?P<ranks>(?: +\d+)+)"
+    r"^(?:Channel|Ring) (?P<ch>\d{2,3})(?:/(?P<nch>\d{2,3}))? ?:?(?P<ranks>(?: +\d+)+)"
     r"(?P<trunc>\.\.\.)?$"
 )
 TREES = C(r"^Trees(?P<entries>(?: \[\d+\] [-\d/>|]+)+)$")
@@ -137,14 +137,31 @@ UNWIND = C(
 )
 
 #: What RCCL appends to many of its lines (` comm 0x3cf9cf50 nRanks 16`).
-RCCL_TAIL = C(r" comm 0x[0-9a-f]+ nRanks \d+$")
+RCCL_TAIL = C(r" comm 0x[0-9a-f]+ nRanks \d+(?: busId [0-9a-f]+)?$")
 
 #: Well-known informational families commwall recognises but does not store.
 BENIGN = C(
     r"^(?:Setting affinity for GPU|P2P Chunksize set to|threadThresholds |CC (?:Off|On)|"
     r"Bootstrap timings total|Check P2P Type|Allocated \d+ bytes|MNNVL|"
     r"Ring \d+ : \d+ -> \d+ -> \d+$|Tree \d+ : |Pattern \d+, crossNic|=== System|"
-    r"Could not enable P2P between|Comm config|Using \d+ threads)"
+    r"Could not enable P2P between|Comm config|Using \d+ threads|"
+    # PROXY: proxy threads and their connections.
+    r"Connected to proxy|New proxy (?:send|recv) connection|Received and initiated operation|"
+    r"ncclPollProxyResponse|proxyProgressAsync|resp\.opId=|\[Proxy [\w ]+\] Device|"
+    r"UDS: Creating service|socketProgressOpt: abort called|"
+    # ALLOC: allocations, with or without the source file in front.
+    r"(?:[\w/]+\.cc:\d+ )?(?:Cuda|Ib|Cuda Host) Alloc Size|Mem Realloc|"
+    r"Allocated shareable buffer|MMAP (?:allocated|imported) shareable|[\w/]+\.cc:\d+ memory stack|"
+    # GRAPH / topology dumps.
+    r" *\d+ : (?:GPU|NET)/|[ +]*(?:PCI|NVL|NET|SYS|NVS|PHB|LOC)\[[\d.]+\] - |CPU/\d|GPU/\d+-\w+ :|"
+    r"=+$|TOPO/NET|ncclTopoPopulateNics|NVLS Head|"
+    # NET and plugins.
+    r"NET/IB ?: ?(?:Made virtual device|NCCL Dev|IbDev)|Plugin Path|P2P plugin|"
+    r"Successfully loaded external plugin|PXN Disabled as plugin|Sharp rank|DMA-BUF is available|"
+    r"Retrieving state for|Launch mode|RAS |"
+    # AMD RCCL.
+    r"\[node_id = |initialized internal alternative rsmi|Kernel version|ROCr version|"
+    r"HIP version|Dmabuf feature disabled|Enabled GDRCopy equivalent|Found /sys/)"
 )
 
 #: WARN messages worth naming (NCCL_LOG.md §11), first match wins.

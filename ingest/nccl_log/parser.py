@@ -200,7 +200,7 @@ class LogParser:
             return
         self.count["nccl"] += 1
         level, msg = m.group("level"), m.group("msg") or ""
-        if msg.endswith(tuple("0123456789")) and not msg.startswith("comm "):
+        if " nRanks " in msg and not msg.startswith("comm "):
             msg = g.RCCL_TAIL.sub("", msg)
         proc = self._proc(m, line[: m.start()])
         dev = _int(m.group("dev"))

@@ -41,8 +41,13 @@ PROGRESS_AT = C(
     r"(?P<seq>\d+)"
 )
 HEARTBEAT = C(r"watchdog got stuck for (?P<s>\d+) seconds|Heartbeat monitor timed out")
-DUMP = C(r"(?i)dump(?:ing)? (?:debug info|signal)|flight recorder|preparing to dump")
-CRASH = C(r"what\(\):|terminate called after throwing")
+DUMP = C(
+    r"(?i)dump(?:ing)? (?:debug info|signal)|flight ?recorder|preparing to dump|signal dumping"
+)
+CRASH = C(
+    r"what\(\):|terminate called after throwing|"
+    r"Some NCCL operations have failed or timed out\. Due to the asynchronous"
+)
 NCCL_ERROR = C(
     r"NCCL error in: (?P<where>\S+?),? (?P<what>.*?)(?:, NCCL version (?P<ver>\d+\.\d+\.\d+\S*))?$"
 )
