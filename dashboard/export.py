@@ -1,177 +1,536 @@
-"""The post-mortem report of a run as one self-contained HTML page or a Markdown file.
+"""The post-mortem of a run (or of a run against a baseline) as one self-contained HTML page or
+a Markdown file.
 
-Formatting only: the numbers are the report dict's. Every string from the data is escaped
-(HTML: html.escape; Markdown: backslash escapes), so a trace cannot inject markup.
+Formatting only: the numbers are the report's and analysis/postmortem.py's. The HTML has no
+scripts and no external requests: charts are inline SVG rendered by vl-convert, styles are
+inline, and it prints to PDF (A4). Every string from the data is escaped (HTML: html.escape;
+Markdown: backslash escapes), so a trace cannot inject markup.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import re
+from collections.abc import Callable
 from typing import Any
+
+import pandas as pd
 
 from analysis.checklist import evaluate
 from analysis.verdict import verdict
 
-TITLES = {
-    "run_info": "Run",
-    "summary": "Summary (medians over ranks and steps)",
-    "checklist": "Checklist",
-    "stragglers": "Stragglers",
-    "collectives": "Collectives",
-    "model": "Model",
-    "nccl": "NCCL",
-    "ranks": "Per rank (whole trace)",
-    "steps": "Per rank and step",
-}
-#: Sections shown first, in this order; the others follow in report order.
-ORDER = [
-    "summary",
-    "checklist",
-    "stragglers",
-    "collectives",
-    "model",
-    "nccl",
-    "run_info",
-    "ranks",
-    "steps",
-]
-STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#222}"
-    "table{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.85rem}"
-    "td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}"
-    "th{background:#f3f3f3}td.l,th.l{text-align:left}"
-    ".attention{color:#b00020;font-weight:600}.ok{color:#1b7f3b}.not_observable{color:#777}"
-    ".verdict{font-size:1.2rem;padding:.6rem 1rem;background:#f6f6f6;border-left:4px solid #b00020}"
-)
+#: Report keys with a section of their own below; any other key is shown generically.
+HANDLED = {
+    "run", "run_info", "summary", "ranks", "steps", "stragglers", "collectives", "model",
+    "nccl", "checklist", "decomposition", "diagnosis", "replay",
+}  # fmt: skip
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:60rem;
+color:#222;line-height:1.4}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #ddd;
+break-after:avoid}h3{break-after:avoid}
+table{border-collapse:collapse;margin:.5rem 0 1.2rem;font-size:.8rem}
+td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td.l,th.l{text-align:left}tr{break-inside:avoid}
+.meta{color:#555}.attention{color:#b00020;font-weight:600}.ok{color:#1b7f3b}
+.not_observable{color:#777}.na{color:#777;font-style:italic}
+.diagnosis{font-size:1.05rem;padding:.6rem 1rem;background:#f6f6f6;border-left:4px solid #b00020}
+figure{margin:1rem 0;break-inside:avoid}figcaption{font-size:.85rem;color:#444}
+figure svg{max-width:100%;height:auto}code{background:#f3f3f3;padding:0 .2rem}
+@page{size:A4;margin:14mm}
+@media print{body{margin:0;max-width:none;font-size:10pt}h2{break-before:auto}}
+"""
+NA = "not available"
 
 
-def _cell(v: Any) -> str:
+# --- values ------------------------------------------------------------------------------------
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v != 0 and (abs(v) < 10 ** (-digits) or abs(v) >= 1e7):
+            return f"{v:.3g}"
+        return f"{v:.{digits}f}"
+    return _text(v)
+
+
+def _pct(v: Any) -> str:
+    return "" if v is None else f"{100 * v:.1f}%"
+
+
+def _text(v: Any) -> str:
+    """A value as short text: lists of records as `a / b; c / d`, dicts as `k: v, ...`."""
     if v is None:
         return ""
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_text(x)}" for k, x in v.items() if x not in (None, "", [], {}))
+    if isinstance(v, list):
+        return "; ".join(
+            " / ".join(_text(x) for x in e.values() if x not in (None, "", []))
+            if isinstance(e, dict)
+            else _text(e)
+            for e in v
+        )
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e-3 or abs(v) >= 1e6 else f"{v:.3f}"
-    if isinstance(v, dict | list):
-        return json.dumps(v, default=str)
+        return _num(v)
     return str(v)
 
 
-def _sections(report: dict) -> list[str]:
-    keys = [k for k in ORDER if k in report] + [k for k in report if k not in ORDER and k != "run"]
-    return keys
+# --- content: the same for HTML and Markdown --------------------------------------------------
 
 
-def _rows(value: Any) -> list[dict] | None:
-    """`value` as table rows: a list of dicts, or a flat dict as (key, value) rows."""
-    if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-        return value
-    if isinstance(value, dict) and value:
-        return [{"key": k, "value": v} for k, v in value.items()]
-    return None
+def diagnosis_text(report: dict) -> tuple[str, str | None]:
+    """(the paragraph that opens the document, its cause): the diagnosis's when the report
+    has one, else the verdict and the straggler verdict."""
+    d = report.get("diagnosis") or {}
+    if isinstance(d, dict) and d.get("paragraph"):
+        return str(d["paragraph"]), _text(d.get("cause")) or None
+    v = verdict(report.get("summary"))
+    parts = [f"{v['verdict']}: {v['reason']}." if v else "No communication was measured."]
+    s = (report.get("stragglers") or {}).get("verdict")
+    if s:
+        parts.append(f"Straggler analysis — {s}.")
+    return " ".join(parts), None
 
 
-def _html_table(rows: list[dict]) -> str:
+def measured_vs_predicted(report: dict) -> list[dict]:
+    """Rows quantity | measured | predicted of the model section (times in ms)."""
+    m = report.get("model") or {}
+    meas, pred = m.get("measured") or {}, m.get("predicted") or {}
+    rows = []
+    for key, label in [
+        ("step_ms", "step time (ms)"),
+        ("tau_comp_ms", "τ_comp, compute (ms)"),
+        ("tau_comm_ms", "τ_comm, communication (ms)"),
+        ("exposed_comm_ms", "exposed communication (ms)"),
+        ("idle_ms", "idle (ms)"),
+        ("eta", "η, overlap efficiency"),
+        ("comm_overhead", "exposed share of the step"),
+        ("verdict", "verdict"),
+    ]:
+        a, b = meas.get(key), pred.get(key)
+        if a is None and b is None:
+            continue
+        fmt = _pct if key == "comm_overhead" else _num
+        rows.append({"quantity": label, "measured": fmt(a), "predicted": fmt(b)})
+    return rows
+
+
+def summary_rows(report: dict) -> list[dict]:
+    s = report.get("summary") or {}
+    labels = [
+        ("step_ms", "step time (ms)"),
+        ("tau_comp_ms", "τ_comp (ms)"),
+        ("tau_comm_ms", "τ_comm (ms)"),
+        ("overlap_ms", "overlap (ms)"),
+        ("exposed_comm_ms", "exposed communication (ms)"),
+        ("idle_ms", "idle (ms)"),
+        ("eta", "η (overlap ÷ min(τ_comp, τ_comm))"),
+        ("gamma", "γ (τ_comm ÷ τ_comp)"),
+    ]
+    rows = [{"metric": lab, "value": _num(s.get(k))} for k, lab in labels if k in s]
+    if "exposed_comm_share" in s:
+        rows.append({"metric": "exposed communication share of step time",
+                     "value": _pct(s["exposed_comm_share"])})  # fmt: skip
+    return rows
+
+
+def straggler_rows(report: dict) -> list[dict]:
+    return [
+        {
+            "rank": r.get("rank"),
+            "host": r.get("host"),
+            "straggler": (r.get("kind") or "yes") if r.get("flagged") else "",
+            "last arrivals": f"{r.get('n_last')}/{r.get('n_instances')}"
+            if r.get("n_instances")
+            else "",
+            "lateness (ms)": _num(r.get("lateness_ms")),
+            "wait caused (ms)": _num(r.get("wait_caused_ms")),
+            "own wait (ms)": _num(r.get("wait_ms")),
+            "compute (ms/step)": _num(r.get("compute_ms")),
+        }
+        for r in (report.get("stragglers") or {}).get("ranks") or []
+    ]
+
+
+def collective_rows(report: dict) -> list[dict]:
+    return [
+        {
+            "op": o.get("op"),
+            "instances": o.get("count"),
+            "median size (B)": _num(o.get("bytes_median"), 0),
+            "median transfer (ms)": _num(o.get("transfer_ms_median")),
+            "median busbw (GB/s)": _num(o.get("busbw_GBps_median")),
+            "best busbw (GB/s)": _num(o.get("busbw_GBps_max")),
+            "arrival skew, median (ms)": _num(o.get("skew_start_ms_median")),
+            "total wait (ms)": _num(o.get("wait_ms_total")),
+        }
+        for o in (report.get("collectives") or {}).get("ops") or []
+    ]
+
+
+def nccl_rows(report: dict) -> list[dict]:
+    n = report.get("nccl") or {}
+    if not n.get("present"):
+        return []
+    facts = {
+        "versions": n.get("versions"),
+        "version mismatch": n.get("version_mismatch"),
+        "ranks with a log": n.get("ranks", {}).get("with_log"),
+        "ranks without a log": n.get("ranks", {}).get("without_log"),
+        "networks": n.get("networks"),
+        "transports": n.get("transports"),
+        "GPU Direct RDMA": n.get("gdr"),
+        "TCP fallback": (n.get("tcp_fallback") or {}).get("explanation")
+        or (n.get("tcp_fallback") or {}).get("detected"),
+        "warnings": (n.get("warnings") or {}).get("count"),
+        "errors": (n.get("errors") or {}).get("count"),
+        "watchdog timeouts": (n.get("timeouts") or {}).get("count"),
+    }
+    return [
+        {"fact": k, "value": "yes" if v is True else "no" if v is False else _text(v)}
+        for k, v in facts.items()
+        if v not in (None, [], "")
+    ]
+
+
+def rank_rows(report: dict) -> list[dict]:
+    return [
+        {
+            "rank": r.get("rank"),
+            "span (ms)": _num(r.get("span_ms")),
+            "τ_comp (ms)": _num(r.get("tau_comp_ms")),
+            "τ_comm (ms)": _num(r.get("tau_comm_ms")),
+            "overlap (ms)": _num(r.get("overlap_ms")),
+            "exposed comm (ms)": _num(r.get("exposed_comm_ms")),
+            "idle (ms)": _num(r.get("idle_ms")),
+            "η": _num(r.get("eta")),
+            "γ": _num(r.get("gamma")),
+        }
+        for r in report.get("ranks") or []
+    ]
+
+
+def run_rows(report: dict) -> list[dict]:
+    info = report.get("run_info") or {}
+    return [{"fact": k.replace("_", " "), "value": _text(v)} for k, v in info.items()]
+
+
+def frame_rows(df: Any) -> list[dict] | str:
+    """A DataFrame as display rows (numbers formatted), or the "not available" string."""
+    if isinstance(df, str):
+        return df
+    if df is None or len(df) == 0:
+        return f"{NA}: none"
+    return [{str(k): _num(v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def checklist(report: dict) -> list[dict]:
+    items = report.get("checklist") or evaluate(report)
+    rank = {"attention": 0, "ok": 1}
+    return sorted(items, key=lambda i: rank.get(i.get("status"), 2))
+
+
+def diff_sentence(diff: dict) -> str:
+    """The step-time judgement of a before/after document in words."""
+    rows = diff["step_time"].to_dict("records")
+    base, after = rows[0], rows[1]
+    if after["change_pct"] is None or pd.isna(after["change_pct"]):
+        return f"Step time: {NA}."
+    ci = (
+        f" (95% CI {after['ci_low_pct']:+.1f}% to {after['ci_high_pct']:+.1f}%,"
+        f" p = {after['p_value']:.3g})"
+        if after["ci_low_pct"] is not None and not pd.isna(after["ci_low_pct"])
+        else ""
+    )
+    return (
+        f"Median step time {base['median_ms']:.3f} ms → {after['median_ms']:.3f} ms, "
+        f"{after['change_pct']:+.1f}%{ci}: {after['judgement']}. Test: {after['test']}."
+    )
+
+
+# --- figures -------------------------------------------------------------------------------
+
+
+def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
+    """(caption, chart builder or "not available" text) for every figure of the document."""
+    from dashboard import doc_charts as dc  # noqa: PLC0415 (charts: only documents)
+
+    report = data["report"]
+    out: list[tuple[str, Callable[[], Any] | str]] = []
+
+    def add(caption: str, value: Any, build: Callable[[Any], Any]) -> None:
+        if isinstance(value, str):
+            out.append((caption, value))
+        elif value is None or (hasattr(value, "__len__") and len(value) == 0):
+            out.append((caption, f"{NA}: nothing to draw"))
+        else:
+            out.append((caption, lambda: build(value)))
+
+    diff = data.get("diff")
+    if diff is not None:
+        add("Step time of every step (slowest rank), baseline first.", diff["step_samples"],
+            lambda v: dc.step_distribution(v, "Step time per run"))  # fmt: skip
+    add(
+        "Step decomposition per rank: the mean per step of each part of the step.",
+        data.get("decomposition"),
+        lambda v: dc.decomposition(v, "Where each rank's step time goes"),
+    )
+    ranks = pd.DataFrame((report.get("stragglers") or {}).get("ranks") or [])
+    if len(ranks):
+        ranks = ranks.assign(label=[f"rank {r}" for r in ranks["rank"]])
+        ranks["flagged"] = ranks.get("flagged", False)
+    add(
+        "Wait caused per rank: how long the other ranks waited for this one at collectives "
+        "(ms, whole run); stragglers in red.",
+        ranks if len(ranks) and "wait_caused_ms" in ranks else f"{NA}: no matched collectives",
+        lambda v: dc.ranked_bars(v, "wait_caused_ms", "label", "Wait caused", "ms"),
+    )
+    peak = ((report.get("model") or {}).get("measured") or {}).get("peak_busbw_GBps")
+    add(
+        "Bus bandwidth per collective and message size (median over instances)"
+        + (f"; dashed: the link's peak, {peak:g} GB/s." if peak else "; the link's peak is "
+           "unknown for this run."),
+        data.get("sizes"),
+        lambda v: dc.busbw_by_size(v, "Bus bandwidth by message size", peak, "op"),
+    )  # fmt: skip
+    tl = data.get("timeline")
+    add(
+        f"Step {tl['step']} (the median step) on the aligned clock: what each rank did, and "
+        "its waits for the last rank at each collective."
+        if isinstance(tl, dict)
+        else "One step on the aligned clock.",
+        tl,
+        lambda v: dc.step_timeline(v["tracks"], v["collectives"], f"Step {v['step']}"),
+    )
+    w = data.get("whatifs")
+    add(
+        "What-ifs ranked by predicted step time (ms), best first.",
+        w,
+        lambda v: dc.ranked_bars(
+            v.assign(label=v.iloc[:, 0].astype(str)), "step_ms", "label", "What-ifs",
+            "predicted step time (ms)",
+        ),
+    )  # fmt: skip
+    return out
+
+
+def _svg(build: Callable[[], Any]) -> str:
+    from dashboard.doc_charts import to_svg  # noqa: PLC0415
+
+    try:
+        return to_svg(build())
+    except Exception as e:  # a chart that cannot be drawn must not cost the document
+        return f"<p class='na'>{html.escape(f'{NA}: {type(e).__name__}: {e}')}</p>"
+
+
+# --- HTML ----------------------------------------------------------------------------------
+
+
+def _inline_code(escaped: str) -> str:
+    """`x` in already escaped text → <code>x</code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def _html_table(rows: list[dict] | str) -> str:
+    if isinstance(rows, str):
+        return f"<p class='na'>{html.escape(rows)}</p>"
+    if not rows:
+        return f"<p class='na'>{NA}: none</p>"
     cols = list(dict.fromkeys(c for r in rows for c in r))
-    left = {c for c in cols if all(not isinstance(r.get(c), int | float) for r in rows)}
-    head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(c)}</th>' for c in cols)
+    numeric = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?%?$|^$")
+    left = {c for c in cols if not all(numeric.match(_text(r.get(c))) for r in rows)}
+
+    def cls(c: str) -> str:
+        return ' class="l"' if c in left else ""
+
+    head = "".join(f"<th{cls(c)}>{html.escape(str(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"l" if c in left else ""}">{html.escape(_cell(r.get(c)))}</td>'
-            for c in cols
-        )
-        + "</tr>"
+        "<tr>" + "".join(f"<td{cls(c)}>{html.escape(_text(r.get(c)))}</td>" for c in cols) + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _checklist(report: dict) -> list[dict]:
-    return report.get("checklist") or evaluate(report)
+def _generic(value: Any) -> str:
+    """A report key without a section of its own, as tables and text (never raw JSON)."""
+    if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+        return _html_table([{k: _text(v) for k, v in r.items()} for r in value])
+    if isinstance(value, dict) and value:
+        return _html_table([{"key": k, "value": _text(v)} for k, v in value.items()])
+    return f"<p>{html.escape(_text(value) or NA)}</p>"
 
 
-def render_html(report: dict) -> str:
-    """The report as one HTML page with inline CSS and no external resources or scripts."""
+def render_html(report: dict, extra: dict | None = None, charts: bool = True) -> str:
+    """The document as one HTML page: inline CSS and SVG, no scripts or external resources.
+    `extra` is analysis.postmortem.postmortem_data's dict (less the report) for the figures
+    and, with a baseline, the before/after part; without it the figures that need the store
+    say "not available"."""
     esc = html.escape
+    data = {"report": report, **(extra or {})}
     run = esc(str(report.get("run")))
-    v = verdict(report.get("summary"))
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>commwall — {run}</title>",
-        f"<style>{STYLE}</style></head><body>",
-        f"<h1>commwall post-mortem — {run}</h1>",
+    diff = data.get("diff")
+    title = f"{run} against {esc(str(data.get('baseline')))}" if diff is not None else run
+    p = [
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>commwall post-mortem — {title}</title><style>{STYLE}</style></head><body>",
+        f"<h1>commwall post-mortem — {title}</h1>",
+        f"<p class='meta'>{esc(_text(report.get('run_info')))}</p>",
     ]
-    if v:
-        parts.append(f"<p class='verdict'><b>{esc(v['verdict'])}</b>: {esc(v['reason'])}</p>")
-    for key in _sections(report):
-        title = esc(TITLES.get(key, key.replace("_", " ").capitalize()))
-        parts.append(f"<h2 id='{esc(key)}'>{title}</h2>")
-        if key == "checklist":
-            items = _checklist(report)
-            parts.append(
-                "<ul>"
-                + "".join(
-                    f"<li><span class='{esc(i['status'])}'>[{esc(i['status'].replace('_', ' '))}]"
-                    f"</span> <b>{esc(i['title'])}</b> — {esc(i['evidence'])}"
-                    + (f" <i>{esc(i['action'])}</i>" if i.get("action") else "")
-                    + "</li>"
-                    for i in items
-                )
-                + "</ul>"
-            )
-            continue
-        rows = _rows(report[key])
-        parts.append(
-            _html_table(rows)
-            if rows
-            else f"<pre>{esc(json.dumps(report[key], indent=2, default=str))}</pre>"
+    para, cause = diagnosis_text(report)
+    p.append("<h2 id='diagnosis'>Diagnosis</h2>")
+    p.append(f"<p class='diagnosis'>{esc(para)}</p>")
+    if cause:
+        p.append(f"<p>Cause: <b>{esc(cause)}</b></p>")
+    if diff is not None:
+        p.append("<h2 id='diff'>Before and after</h2>")
+        p.append(f"<p>{esc(diff_sentence(diff))}</p>")
+        for key, head in [
+            ("step_time", "Step time"),
+            ("summary", "Headline metrics"),
+            ("decomposition", "Step decomposition per rank (mean ms per step)"),
+            ("collectives", "Collectives by op and message size"),
+            ("stragglers", "Stragglers"),
+            ("straggler_verdicts", "Straggler verdicts"),
+            ("nccl", "NCCL"),
+            ("model", "Model"),
+        ]:
+            table = diff[key].drop(columns=["test"], errors="ignore")
+            p.append(f"<h3>{esc(head)}</h3>{_html_table(frame_rows(table))}")
+    p.append("<h2 id='figures'>Figures</h2>")
+    for i, (caption, build) in enumerate(figures(data) if charts else [], 1):
+        body = f"<p class='na'>{esc(build)}</p>" if isinstance(build, str) else _svg(build)
+        p.append(f"<figure>{body}<figcaption>Figure {i}. {esc(caption)}</figcaption></figure>")
+    p.append("<h2 id='model'>Measured and predicted</h2>")
+    p.append(_html_table(measured_vs_predicted(report) or f"{NA}: no model section"))
+    p.append("<h2 id='summary'>Summary (medians over ranks and steps)</h2>")
+    p.append(_html_table(summary_rows(report)))
+    p.append("<h2 id='stragglers'>Stragglers</h2>")
+    sv = (report.get("stragglers") or {}).get("verdict")
+    p.append(f"<p>{esc(sv or NA)}</p>" + _html_table(straggler_rows(report)))
+    p.append("<h2 id='collectives'>Collectives</h2>")
+    p.append(_html_table(collective_rows(report)))
+    p.append("<h2 id='nccl'>NCCL</h2>")
+    n = report.get("nccl") or {}
+    findings = n.get("findings") or []
+    if findings:
+        p.append("<ul>" + "".join(f"<li>{esc(_text(f))}</li>" for f in findings) + "</ul>")
+    p.append(_html_table(nccl_rows(report)) if n.get("present") else
+             f"<p class='na'>{esc(n.get('hint') or NA)}</p>")  # fmt: skip
+    p.append("<h2 id='checklist'>Checklist</h2><ul>")
+    for i in checklist(report):
+        status = str(i.get("status"))
+        p.append(
+            f"<li><span class='{esc(status)}'>[{esc(status.replace('_', ' '))}]</span> "
+            f"<b>{esc(str(i.get('title')))}</b> — {_inline_code(esc(str(i.get('evidence'))))}"
+            + (f" <i>{_inline_code(esc(str(i['action'])))}</i>" if i.get("action") else "")
+            + "</li>"
         )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    p.append("</ul>")
+    p.append("<h2 id='ranks'>Per rank (whole trace)</h2>")
+    p.append(_html_table(rank_rows(report)))
+    for key in report:
+        if key not in HANDLED:
+            heading = esc(key.replace("_", " ").capitalize())
+            p.append(f"<h2 id='{esc(key)}'>{heading}</h2>{_generic(report[key])}")
+    p.append("<h2 id='run'>Run</h2>")
+    p.append(_html_table(run_rows(report)))
+    p.append("</body></html>")
+    return "\n".join(p)
 
+
+# --- Markdown --------------------------------------------------------------------------------
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 
 
 def _md(v: Any) -> str:
-    return _MD_SPECIAL.sub(r"\\\1", _cell(v)).replace("\n", " ")
+    return _MD_SPECIAL.sub(r"\\\1", _text(v)).replace("\n", " ")
 
 
-def _md_table(rows: list[dict]) -> str:
+def _md_code(v: Any) -> str:
+    """Text whose `x` spans stay inline code, the rest escaped."""
+    parts = str(v).split("`")
+    return "".join(f"`{s}`" if i % 2 else _md(s) for i, s in enumerate(parts))
+
+
+def _md_table(rows: list[dict] | str) -> str:
+    if isinstance(rows, str):
+        return f"*{_md(rows)}*"
+    if not rows:
+        return f"*{NA}: none*"
     cols = list(dict.fromkeys(c for r in rows for c in r))
     lines = ["| " + " | ".join(_md(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_md(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def render_markdown(report: dict) -> str:
-    """The report as Markdown (GitHub tables)."""
-    out = [f"# commwall post-mortem — {_md(report.get('run'))}", ""]
-    v = verdict(report.get("summary"))
-    if v:
-        out += [f"**{_md(v['verdict'])}**: {_md(v['reason'])}", ""]
-    for key in _sections(report):
-        out += [f"## {TITLES.get(key, key.replace('_', ' ').capitalize())}", ""]
-        if key == "checklist":
-            out += [
-                f"- **{_md(i['status'].replace('_', ' '))}** — {_md(i['title'])}: "
-                + _md(i["evidence"])
-                for i in _checklist(report)
-            ]
-        else:
-            rows = _rows(report[key])
-            out.append(
-                _md_table(rows)
-                if rows
-                else f"```\n{json.dumps(report[key], indent=2, default=str)}\n```"
+def render_markdown(report: dict, extra: dict | None = None) -> str:
+    """The document as Markdown (GitHub tables; the figures are in the HTML document)."""
+    data = {"report": report, **(extra or {})}
+    diff = data.get("diff")
+    title = _md(report.get("run"))
+    if diff is not None:
+        title += f" against {_md(data.get('baseline'))}"
+    para, cause = diagnosis_text(report)
+    out = [f"# commwall post-mortem — {title}", "", _md(report.get("run_info")), "",
+           "## Diagnosis", "", f"**{_md(para)}**", ""]  # fmt: skip
+    if cause:
+        out += [f"Cause: {_md(cause)}", ""]
+    if diff is not None:
+        out += ["## Before and after", "", _md(diff_sentence(diff)), ""]
+        for key in ("step_time", "summary", "decomposition", "collectives", "stragglers",
+                    "nccl", "model"):  # fmt: skip
+            out += [f"### {_md(key.replace('_', ' '))}", "", _md_table(frame_rows(diff[key])), ""]
+    sections = [
+        ("Measured and predicted", measured_vs_predicted(report) or f"{NA}: no model section"),
+        ("Summary (medians over ranks and steps)", summary_rows(report)),
+        ("Stragglers", straggler_rows(report)),
+        ("Collectives", collective_rows(report)),
+        ("NCCL", nccl_rows(report) or (report.get("nccl") or {}).get("hint") or NA),
+        ("Per rank (whole trace)", rank_rows(report)),
+    ]
+    for head, rows in sections:
+        out += [f"## {head}", ""]
+        if head == "Stragglers":
+            out += [_md((report.get("stragglers") or {}).get("verdict") or NA), ""]
+        if head == "NCCL":
+            out += [f"- {_md(f)}" for f in (report.get("nccl") or {}).get("findings") or []]
+        out += [_md_table(rows), ""]
+    out += ["## Checklist", ""]
+    out += [
+        f"- **{_md(str(i.get('status')).replace('_', ' '))}** — {_md(i.get('title'))}: "
+        + _md_code(i.get("evidence"))
+        + (f" *{_md_code(i['action'])}*" if i.get("action") else "")
+        for i in checklist(report)
+    ]
+    out.append("")
+    for key in report:
+        if key not in HANDLED:
+            value = report[key]
+            rows = (
+                [{k: _text(v) for k, v in r.items()} for r in value]
+                if isinstance(value, list) and value and all(isinstance(r, dict) for r in value)
+                else [{"key": k, "value": _text(v)} for k, v in value.items()]
+                if isinstance(value, dict) and value
+                else _text(value) or NA
             )
-        out.append("")
+            out += [f"## {_md(key.replace('_', ' ').capitalize())}", "", _md_table(rows), ""]
+    out += ["## Run", "", _md_table(run_rows(report)), ""]
     return "\n".join(out)
 
 
 def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = None) -> str:
-    """The post-mortem of run `run` of the store `con` as HTML or Markdown."""
-    from analysis.report import build_report  # noqa: PLC0415
+    """The post-mortem of run `run` of the store `con` (against run `baseline` when given) as
+    HTML or Markdown."""
+    from analysis.postmortem import postmortem_data  # noqa: PLC0415
 
-    report = build_report(con, run, keep_going=True)
-    return render_markdown(report) if fmt == "md" else render_html(report)
+    data = postmortem_data(con, run, baseline)
+    report = data.pop("report")
+    return render_markdown(report, data) if fmt == "md" else render_html(report, data)

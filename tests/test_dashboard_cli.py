@@ -11,9 +11,10 @@ import pytest
 from conftest import DLRM, ROOT, SAMPLES
 from dashboard_support import ingest_dir, report_of
 
+from analysis.db import open_db
 from dashboard.cli import main
 from dashboard.commands import serve
-from dashboard.export import render_html, render_markdown
+from dashboard.export import postmortem, render_html, render_markdown
 
 EVIL = "<script>alert(1)</script> **x** | y"
 
@@ -48,11 +49,13 @@ def test_serve_refuses_a_file_that_is_not_a_store(tmp_path, capsys):
     assert "cannot open database" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("suffix,renderer", [(".html", render_html), (".md", render_markdown)])
-def test_export_writes_the_post_mortem(dlrm_db, tmp_path, suffix, renderer, capsys):
+@pytest.mark.parametrize("suffix,fmt", [(".html", "html"), (".md", "md")])
+def test_export_writes_the_post_mortem(dlrm_db, tmp_path, suffix, fmt, capsys):
     out = tmp_path / f"dlrm{suffix}"
     assert main(["export", "--db", str(dlrm_db), "--run", "dlrm", "--out", str(out)]) == 0
-    assert out.read_text() == renderer(report_of(dlrm_db, "dlrm"))
+    con = open_db(dlrm_db)
+    assert out.read_text() == postmortem(con, "dlrm", fmt)
+    con.close()
     assert main(["export", "--db", str(dlrm_db), "--run", "nope", "--out", str(out)]) == 2
     assert "no run named 'nope'" in capsys.readouterr().err
 

@@ -1,0 +1,147 @@
+"""Static charts for the post-mortem document: Altair specifications rendered to SVG by
+vl-convert (no browser, no scripts in the output). Drawing only: every value arrives computed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import altair as alt
+import pandas as pd
+
+from dashboard.charts import KIND_COLORS, LEGEND
+
+WIDTH = 620
+PART_COLORS = alt.Scale(
+    domain=[
+        "compute_only_ms",
+        "compute_overlapped_ms",
+        "exposed_transfer_ms",
+        "exposed_wait_ms",
+        "exposed_comm_ms",
+        "memory_only_ms",
+        "idle_ms",
+    ],
+    range=["#4c78a8", "#72b7b2", "#e45756", "#f58518", "#e45756", "#b5b5b5", "#eeeeee"],
+)
+LANE_COLORS = alt.Scale(
+    domain=["compute", "comm", "memory", "wait"],
+    range=[*KIND_COLORS.range, "#f58518"],  # type: ignore[attr-defined]
+)
+
+
+def _data(df: pd.DataFrame) -> alt.InlineData:
+    """The frame as inline values (JSON-safe: NaN → None)."""
+    clean = df.astype(object).where(df.notna(), None)
+    return alt.InlineData(values=clean.to_dict("records"))
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    """The chart as an SVG element to inline in HTML (no XML declaration)."""
+    import vl_convert  # noqa: PLC0415 (only documents pay for the renderer)
+
+    svg = vl_convert.vegalite_to_svg(chart.to_dict())
+    return re.sub(r"^<\?xml[^>]*>\s*", "", svg)
+
+
+def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt.Chart:
+    """Stacked horizontal bars: the mean per step of each part, per rank (df: rank, part, ms,
+    and `facet` — a run — when given)."""
+    domain, colors = PART_COLORS.domain, PART_COLORS.range  # type: ignore[attr-defined]
+    present = [(p, c) for p, c in zip(domain, colors, strict=True) if p in set(df["part"])]
+    scale = alt.Scale(domain=[p for p, _ in present], range=[c for _, c in present])
+    df = df.assign(order=df["part"].map({p: i for i, (p, _) in enumerate(present)}))
+    chart = (
+        alt.Chart(_data(df), title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("ms:Q", title="mean per step (ms)", stack="zero"),
+            y=alt.Y("rank:O", title="rank"),
+            color=alt.Color("part:N", scale=scale, title="part of the step", legend=LEGEND),
+            order=alt.Order("order:Q"),
+        )
+        .properties(width=WIDTH)
+    )
+    if facet:
+        return chart.facet(row=alt.Row(f"{facet}:N", title=None))
+    return chart
+
+
+def ranked_bars(df: pd.DataFrame, x: str, y: str, title: str, x_title: str) -> alt.Chart:
+    """Horizontal bars of `x` per `y`, in the frame's order; `flagged` rows in red."""
+    enc = {
+        "x": alt.X(f"{x}:Q", title=x_title),
+        "y": alt.Y(f"{y}:N", sort=None, title=None, axis=alt.Axis(labelLimit=0)),
+    }
+    if "flagged" in df.columns:
+        enc["color"] = alt.Color(
+            "flagged:N",
+            scale=alt.Scale(domain=[False, True], range=["#9ecae9", "#e45756"]),
+            legend=alt.Legend(title="straggler", **LEGEND),
+        )
+    return alt.Chart(_data(df), title=title).mark_bar().encode(**enc).properties(width=WIDTH)
+
+
+def busbw_by_size(df: pd.DataFrame, title: str, peak: float | None, series: str) -> alt.Chart:
+    """Bus bandwidth (GB/s) against message size (bytes, log), one line per `series`; a
+    dashed rule at the link's peak when known."""
+    df = df[df["bytes"].notna() & (df["bytes"] > 0) & df["busbw_GBps"].notna()]
+    base = alt.Chart(_data(df), title=title).encode(
+        x=alt.X("bytes:Q", scale=alt.Scale(type="log"), title="message size (bytes)"),
+        y=alt.Y("busbw_GBps:Q", title="bus bandwidth (GB/s)"),
+        color=alt.Color(f"{series}:N", title=None, legend=LEGEND),
+    )
+    chart = (base.mark_line(point=True)).properties(width=WIDTH, height=260)
+    if peak:
+        rule = pd.DataFrame({"y": [peak], "label": [f"peak {peak:g} GB/s"]})
+        line = alt.Chart(_data(rule)).mark_rule(strokeDash=[6, 4]).encode(y="y:Q")
+        text = (
+            alt.Chart(_data(rule))
+            .mark_text(align="left", dx=4, dy=-6)
+            .encode(y="y:Q", text="label:N")
+        )
+        return chart + line + text
+    return chart
+
+
+def step_timeline(tracks: pd.DataFrame, colls: pd.DataFrame, title: str) -> alt.Chart:
+    """One lane per rank and kind (compute, comm, memory) and a lane of the waits for the
+    last arrival of each collective (from the call's start, wait_ms long)."""
+    waits = colls[colls["wait_ms"] > 0]
+    waits = pd.DataFrame(
+        {
+            "rank": waits["rank"],
+            "kind": "wait",
+            "start_ms": waits["start_ms"],
+            "end_ms": waits["start_ms"] + waits["wait_ms"],
+        }
+    )
+    df = pd.concat([tracks[["rank", "kind", "start_ms", "end_ms"]], waits], ignore_index=True)
+    df["lane"] = [f"rank {r} · {k}" for r, k in zip(df["rank"], df["kind"], strict=True)]
+    kinds = ["compute", "comm", "memory", "wait"]
+    lanes = [f"rank {r} · {k}" for r in sorted(df["rank"].unique()) for k in kinds]
+    lanes = [x for x in lanes if x in set(df["lane"])]
+    return (
+        alt.Chart(_data(df), title=title)
+        .mark_bar(height={"band": 0.8})
+        .encode(
+            x=alt.X("start_ms:Q", title="ms from the step's start (aligned clock)"),
+            x2="end_ms:Q",
+            y=alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=0)),
+            color=alt.Color("kind:N", scale=LANE_COLORS, title=None, legend=LEGEND),
+        )
+        .properties(width=WIDTH, height=max(120, 14 * len(lanes)))
+    )
+
+
+def step_distribution(df: pd.DataFrame, title: str) -> alt.LayerChart:
+    """Each run's step times (df: run, step_ms) as points over a box plot."""
+    data = _data(df)
+    y = alt.Y("run:N", sort=None, title=None, axis=alt.Axis(labelLimit=0))
+    box = (
+        alt.Chart(data)
+        .mark_boxplot(extent="min-max", opacity=0.4)
+        .encode(x=alt.X("step_ms:Q", title="step time, slowest rank (ms)"), y=y)
+    )
+    pts = alt.Chart(data).mark_tick(thickness=2).encode(x="step_ms:Q", y=y)
+    return (box + pts).properties(title=title, width=WIDTH)
