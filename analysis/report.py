@@ -6,8 +6,10 @@ capabilities add their section there.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import duckdb
@@ -23,6 +25,7 @@ from analysis.overlap import rank_overlap, step_overlap
 from analysis.stragglers import stragglers_section
 
 NS_PER_MS = 1e6
+_log = logging.getLogger("commwall.report")
 
 _RANK_COLS = {
     "rank": "rank",
@@ -142,23 +145,28 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
 DERIVED: dict[str, Callable[[dict], Any]] = {"checklist": checklist}
 
 
-def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = False) -> dict:
-    """The full report of run `run`. With `keep_going` (interactive viewers), a section whose
-    builder raises is None and `analysis_errors` (present only then) maps its key to the error
-    in words, so that one failing section does not hide the others."""
+def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True) -> dict:
+    """The full report of run `run`. A section whose builder raises is None, `analysis_errors`
+    (present only then) maps its key to the error in words, and the failure is logged with its
+    traceback (logger `commwall.report`), so that one failing section never hides the others:
+    the CLI, the API, the dashboard and the export all get the rest. `keep_going=False` (tests)
+    raises instead."""
     rid = run_id(con, run)
     report: dict[str, Any] = {"run": run}
     errors: dict[str, str] = {}
-    for key, build in SECTIONS.items():
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        *((k, partial(build, con, rid)) for k, build in SECTIONS.items()),
+        *((k, partial(derive, report)) for k, derive in DERIVED.items()),
+    ]
+    for key, make in steps:
         try:
-            report[key] = build(con, rid)
+            report[key] = make()
         except Exception as e:
             if not keep_going:
                 raise
             report[key] = None
             errors[key] = f"{type(e).__name__}: {e}"
-    for key, derive in DERIVED.items():
-        report[key] = derive(report)
+            _log.error("run %r: section %r not available: %s", run, key, errors[key], exc_info=e)
     if errors:
         report["analysis_errors"] = errors
     return report

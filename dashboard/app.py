@@ -10,6 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import nav, session
+from dashboard.database import StoreBusy
 
 # A file of the package, served by the app itself: a `:material/…:` or emoji icon would be
 # fetched from a font CDN on every page (an error offline, as on many clusters).
@@ -19,4 +20,7 @@ pages = [st.Page(p, title=t, icon=i) for p, t, i in nav.PAGES.values()]
 page = st.navigation(pages)
 st.sidebar.title("commwall")
 session.run_picker()
-page.run()
+try:
+    page.run()
+except StoreBusy as busy:  # a page reading the store while an ingest holds it: a notice only
+    st.warning(str(busy))

@@ -10,6 +10,7 @@ import pkgutil
 import sys
 
 from dashboard import commands
+from dashboard.commands._output import setup_logging, unexpected
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
+    setup_logging()
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -40,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except Exception as e:  # noqa: BLE001 (the last resort: a message, never a traceback)
+        return unexpected(e)
 
 
 if __name__ == "__main__":

@@ -59,9 +59,10 @@ def _is_lock_conflict(e: BaseException | None) -> bool:
 
 
 def _busy(path: Path, e: BaseException) -> StoreBusy:
+    holder = store.lock_holder(e) or "another process"
     return StoreBusy(
-        f"The store {path.name} is in use by another process (probably a `commwall ingest` "
-        f"that is still running). Try again when it has finished. ({e})"
+        f"The store {path.name} is in use by {holder} (probably a `commwall ingest` that is "
+        "still running). Try again when it has finished."
     )
 
 

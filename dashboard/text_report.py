@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -175,10 +176,18 @@ TITLES = {
 def render_text(report: dict, table: Table) -> str:
     """The report as sections of text."""
     out = [f"commwall report — run {report['run']}"]
+    errors = report.get("analysis_errors") or {}
     for key, value in report.items():
-        if key == "run":
+        if key in ("run", "analysis_errors"):
             continue
         title = TITLES.get(key, key.replace("_", " ").capitalize())
-        body = RENDERERS.get(key, _generic)(value, table)
+        if value is None and key in errors:
+            body = f"not available: {errors[key]}"
+        else:
+            try:
+                body = RENDERERS.get(key, _generic)(value, table)
+            except Exception as e:  # noqa: BLE001 (one section never hides the others)
+                body = f"not available: cannot show it ({type(e).__name__}: {e})"
+                logging.getLogger("commwall.report").error("%s: %s", key, body, exc_info=e)
         out.append(f"\n== {title}\n{body}")
     return "\n".join(out)

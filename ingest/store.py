@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,12 +31,60 @@ class StoreError(Exception):
     """The database itself is unusable (wrong schema version, locked, not DuckDB)."""
 
 
-def connect(db: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (and, when writable, create or check) a commwall store."""
+class StoreBusyError(StoreError):
+    """Another process holds the store's lock (an ingest, or a dashboard reading it)."""
+
+
+#: How often a waiting `connect` tries the lock again.
+RETRY_S = 0.25
+_LOCK_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def lock_holder(e: BaseException) -> str | None:
+    """Who holds the store, in words, when `e` is DuckDB's lock conflict; else None."""
+    text = str(e)
+    if not isinstance(e, duckdb.IOException) or "lock" not in text.lower():
+        return None
+    m = _LOCK_PID.search(text)
+    if m is None:
+        return "another process"
     try:
-        con = duckdb.connect(str(db), read_only=read_only)
-    except duckdb.Error as e:
-        raise StoreError(f"{db}: cannot open database ({e})") from e
+        with open(f"/proc/{m[1]}/cmdline", "rb") as f:
+            cmd = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        cmd = ""
+    cmd = cmd if len(cmd) <= 120 else cmd[:120] + "…"
+    return f"process {m[1]}" + (f" ({cmd})" if cmd else "")
+
+
+def connect(
+    db: str | Path,
+    read_only: bool = False,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open (and, when writable, create or check) a commwall store. While another process
+    holds it, wait up to `wait_s` seconds (telling `on_wait` once, in words, who holds it);
+    then StoreBusyError names the holder and says when to retry."""
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        try:
+            con = duckdb.connect(str(db), read_only=read_only)
+            break
+        except duckdb.Error as e:
+            holder = lock_holder(e)
+            if holder is None:
+                raise StoreError(f"{db}: cannot open database ({e})") from e
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(
+                    f"{db}: the store is in use by {holder}; retry when it has finished "
+                    f"(waited {wait_s:g} s; --wait SECONDS waits longer)"
+                ) from e
+            if on_wait is not None and not told:
+                on_wait(f"{db} is in use by {holder}; waiting up to {wait_s:g} s for it")
+                told = True
+            time.sleep(RETRY_S)
     if not read_only:
         con.execute(ddl())
         con.execute(
@@ -153,7 +204,7 @@ def ingest(
         for path, outcome in outcomes:
             result = FileResult(path=str(path), status="ingested")
             try:
-                digest, parsed = outcome()
+                digest, parsed = _guarded(path, outcome)
                 if parsed is None:
                     result.status = "skipped"
                 else:
@@ -205,6 +256,21 @@ def ingest(
 
 
 _Pending = Callable[[], tuple[str, Parsed | None]]
+_log = logging.getLogger("commwall.ingest")
+
+
+def _guarded(path: Path, outcome: _Pending) -> tuple[str, Parsed | None]:
+    """The outcome of parsing `path`; a parser bug (any exception other than IngestError or
+    OSError) becomes an IngestError naming the file, logged with its traceback, so that it
+    never takes the command down and `keep_going` still stores the other files."""
+    try:
+        return outcome()
+    except (IngestError, OSError):
+        raise
+    except Exception as e:
+        _log.error("%s: parser failure", path, exc_info=e)
+        problem = f"commwall could not parse this file ({type(e).__name__}: {str(e)[:200]})"
+        raise IngestError(path, f"{problem}; please report it") from e
 
 
 def _outcomes(

@@ -146,7 +146,7 @@ def test_a_store_held_by_another_process_is_reported_as_busy(db, root, tmp_path)
     )  # fmt: skip
     try:
         assert hold.stdout.readline().strip() == "held"
-        with pytest.raises(StoreBusy, match="in use by another process"):
+        with pytest.raises(StoreBusy, match=f"in use by process {hold.pid} "):
             uploads.upload_run(db, "x", upload_files(SAMPLES / "gloo_4rank_sleep"), root)
         assert not any(root.iterdir())
     finally:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +42,117 @@ def fmt_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else floatfmt.format(v))
+        elif shown[c].dtype == object:
+            shown[c] = shown[c].map(lambda v: shorten(v, MAX_CELL) if isinstance(v, str) else v)
     return shown.to_string(index=False)
 
 
 def error(msg: str) -> int:
     """Print an error on stderr; exit status 2."""
-    print(f"commwall: error: {msg}", file=sys.stderr)
+    print(printable(f"commwall: error: {msg}"), file=sys.stderr)
     return 2
+
+
+#: Characters that a terminal may act on (C0 and C1 controls but newline and tab, DEL, and the
+#: invisible or direction-changing format characters), escaped before anything is printed.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+#: Longest line printed; longer lines (a 1 MB GPU name from a trace) are shortened.
+MAX_LINE = 2000
+#: Longest table cell printed.
+MAX_CELL = 120
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note of how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def printable(text: str, max_line: int | None = MAX_LINE) -> str:
+    """`text` safe to print on a terminal: control characters escaped (`\\x1b`), lines over
+    `max_line` characters shortened (None: kept whole). Every printer of the CLI uses this, so
+    that no string from a trace (a GPU name, an NCCL warning) can move the cursor, clear the
+    screen or set the window title."""
+    text = _CONTROL.sub(_escape, text)
+    if max_line is None or len(text) <= max_line:
+        return text
+    return "\n".join(shorten(line, max_line) for line in text.split("\n"))
+
+
+def emit_text(text: str) -> None:
+    """Text on stdout, printable."""
+    print(printable(text))
+
+
+def emit_csv(df: pd.DataFrame) -> None:
+    """A table as CSV on stdout, control characters escaped (values are never shortened)."""
+    sys.stdout.write(printable(df.to_csv(index=False), None))
+
+
+def note(msg: str) -> None:
+    """A line on stderr (progress, summaries, warnings), printable."""
+    print(printable(msg), file=sys.stderr)
+
+
+class _OneLine(logging.Formatter):
+    """Log records as one printable line each; tracebacks go only to the COMMWALL_LOG file."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(f"commwall: {record.levelname.lower()}: {record.getMessage()}")
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever sys.stderr is when a record comes (tests replace it)."""
+
+    @property
+    def stream(self) -> Any:  # noqa: D102
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
+def setup_logging() -> None:
+    """Log warnings and errors (e.g. a report section that failed) to stderr as one line each;
+    with COMMWALL_LOG=FILE also append them to FILE with their tracebacks, for a bug report."""
+    root = logging.getLogger("commwall")
+    if root.handlers:
+        return
+    root.setLevel(logging.WARNING)
+    stderr = _Stderr()
+    stderr.setFormatter(_OneLine())
+    root.addHandler(stderr)
+    if path := os.environ.get("COMMWALL_LOG"):
+        to_file = logging.FileHandler(path)
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        root.addHandler(to_file)
+    else:
+        stderr.addFilter(_hint)
+
+
+def _hint(record: logging.LogRecord) -> bool:
+    if record.exc_info:
+        record.msg = f"{record.msg} (set COMMWALL_LOG=FILE to keep the traceback)"
+    return True
+
+
+def unexpected(e: Exception) -> int:
+    """What the CLI says about an exception no command handled: the store being busy in words
+    (who holds it), anything else as an error to report, its traceback logged; status 2."""
+    from ingest.store import lock_holder  # noqa: PLC0415 (only on this path)
+
+    holder = lock_holder(e)
+    if holder is not None:
+        return error(f"the store is in use by {holder}; retry when it has finished")
+    logging.getLogger("commwall").debug("unexpected error", exc_info=e)
+    if path := os.environ.get("COMMWALL_LOG"):
+        logging.getLogger("commwall").error("unexpected error", exc_info=e)
+        return error(f"{type(e).__name__}: {e} (a commwall bug: traceback in {path})")
+    return error(f"{type(e).__name__}: {e} (a commwall bug: set COMMWALL_LOG=FILE for details)")

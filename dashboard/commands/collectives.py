@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import pandas as pd
 
 from analysis import collectives, db
-from dashboard.commands._output import add_db, add_format, emit_json, error, fmt_table
+from dashboard.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+)
 
 VIEWS = {
     "instances": collectives.collective_instances,
@@ -64,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(json.loads(df.to_json(orient="records", double_precision=15)))
     elif args.format == "csv":
-        df.to_csv(sys.stdout, index=False)
+        emit_csv(df)
     else:
         cols = [c for c in TEXT_COLUMNS.get(args.view, df.columns) if c in df.columns]
-        print(fmt_table(pd.DataFrame(df[cols])))
+        emit_text(fmt_table(pd.DataFrame(df[cols])))
     return 0

@@ -4,12 +4,11 @@ serve the dashboard on that store (`--no-serve`: only print)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from analysis import db
 from analysis.report import build_report
-from dashboard.commands._output import error, fmt_table
+from dashboard.commands._output import emit_text, error, fmt_table, note
 from dashboard.commands.serve import add_serve_options, serve
 from dashboard.text_report import render_text
 from ingest import discover, store
@@ -46,7 +45,7 @@ def ingest_samples(db_path: str) -> list[str]:
         for d in sample_sets():
             store.ingest(con, d.name, discover.expand([str(d)]))
             names.append(d.name)
-            print(f"ingested {d.name}", file=sys.stderr)
+            note(f"ingested {d.name}")
     finally:
         con.close()
     return names
@@ -60,10 +59,9 @@ def run(args: argparse.Namespace) -> int:
         return error(str(e))
     con = db.open_db(args.db)
     for name in names:
-        print(render_text(build_report(con, name), fmt_table))
-        print()
+        emit_text(render_text(build_report(con, name), fmt_table) + "\n")
     con.close()
-    print(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
+    emit_text(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
     if args.no_serve:
         return 0
     return serve(args.db, args.host, args.port, args.upload_dir)

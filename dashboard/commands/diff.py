@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import pandas as pd
 
 from analysis import db
 from analysis.diff import TABLES, diff, regressions
-from dashboard.commands._output import add_db, add_format, emit_json, error, fmt_table
+from dashboard.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+    note,
+)
 
 #: Titles of the tables in the text format (step_samples is left out there).
 TITLES = {
@@ -79,15 +87,14 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
     elif args.format == "csv":
         frames = [df.assign(table=k)[["table", *df.columns]] for k, df in shown.items()]
-        pd.concat(frames, ignore_index=True).to_csv(sys.stdout, index=False)
+        emit_csv(pd.concat(frames, ignore_index=True))
     else:
-        print(f"baseline: {args.runs[0]}; compared: {', '.join(args.runs[1:])}")
+        emit_text(f"baseline: {args.runs[0]}; compared: {', '.join(args.runs[1:])}")
         for k, df in shown.items():
             if k in TITLES:
-                print(f"\n== {TITLES[k]}\n{fmt_table(df)}")
+                emit_text(f"\n== {TITLES[k]}\n{fmt_table(df)}")
     if slower:
         msg = "; ".join(slower)
-        print(f"commwall: step time regressed more than {args.fail_if_slower:g}%: {msg}",
-              file=sys.stderr)  # fmt: skip
+        note(f"commwall: step time regressed more than {args.fail_if_slower:g}%: {msg}")
         return 1
     return 0

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from analysis import db
-from dashboard.commands._output import add_db, error
+from dashboard.commands._output import add_db, error, printable
 
 FORMATS = ("html", "md", "perfetto")
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         con.close()
     if args.out == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text, None))
     elif args.out.lower().endswith(".gz"):
         Path(args.out).write_bytes(gzip.compress(text.encode("utf-8")))
     else:

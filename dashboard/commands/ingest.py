@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import duckdb
 from tqdm import tqdm
 
-from dashboard.commands._output import add_db, error
+from dashboard.commands._output import add_db, error, note, printable
 from ingest import discover, store
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
@@ -48,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-range", metavar="REGEX", help="NVTX range names marking steps")
     p.add_argument(
         "--max-file-size",
-        type=float,
+        type=gigabytes,
         default=8.0,
         metavar="GB",
         help="refuse files that decompress to more than this (default 8 GB)",
@@ -79,8 +80,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="processes that parse: N files at once, or one large file in N pieces at once "
         "(default 0: as many as there are cores, for 64 MB of files or more; 1: this process)",
     )
+    p.add_argument(
+        "--wait",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="while another process has the store open, wait this long for it (default 60)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+#: Largest --max-file-size accepted, in GB (beyond any file a machine could hold in memory).
+MAX_GB = 1e6
+
+
+def _number(text: str, ok: Callable[[float], bool], needs: str) -> float:
+    """A finite number for which `ok` holds, or argparse's error saying what it `needs`."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and ok(v)):
+        raise argparse.ArgumentTypeError(f"needs {needs}: {text!r}")
+    return v
+
+
+def gigabytes(text: str) -> float:
+    """--max-file-size: a positive number of GB, at most MAX_GB."""
+    return _number(text, lambda v: 0 < v <= MAX_GB, f"a number of GB above 0, at most {MAX_GB:g}")
+
+
+def seconds(text: str) -> float:
+    """--wait: 0 to 86,400 seconds."""
+    return _number(text, lambda v: 0 <= v <= 86400, "0 to 86400 seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,10 +155,12 @@ def run(args: argparse.Namespace) -> int:
         bar.update(path.stat().st_size)
         bar.set_postfix_str(f"{next(done)}/{len(paths)} files, {path.name}: {result.status}")
         if result.error:
-            tqdm.write(f"  failed: {result.error}", file=sys.stderr)
+            tqdm.write(printable(f"  failed: {result.error}"), file=sys.stderr)
+        if result.dropped:
+            tqdm.write(printable(_dropped(path, result)), file=sys.stderr)
 
     try:
-        con = store.connect(args.db)
+        con = store.connect(args.db, wait_s=args.wait, on_wait=note)
     except store.StoreError as e:
         return error(str(e))
     try:
@@ -143,16 +178,24 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     counts = {s: sum(f.status == s for f in summary.files) for s in ("ingested", "skipped")}
     ranks = sorted({r for f in summary.files for r in f.ranks})
-    print(
+    dropped = sum(f.dropped for f in summary.files)
+    note(
         f"run {name!r}: {counts['ingested']} file(s) ingested, {counts['skipped']} already "
-        f"present, {len(summary.failed)} failed; ranks {ranks or '-'}",
-        file=sys.stderr,
+        f"present, {len(summary.failed)} failed; ranks {ranks or '-'}"
+        + (f"; {dropped:,} event(s) dropped" if dropped else "")
     )
     for f in summary.failed:
-        print(f"  failed: {f.error}", file=sys.stderr)
+        note(f"  failed: {f.error}")
+    for f in summary.files:
+        if f.dropped:
+            note(_dropped(Path(f.path), f))
     if not summary.committed:
-        print(f"nothing was stored for run {name!r}", file=sys.stderr)
+        note(f"nothing was stored for run {name!r}")
     return 1 if summary.failed else 0
+
+
+def _dropped(path: Path, result: store.FileResult) -> str:
+    return f"  {path}: {result.dropped:,} event(s) dropped ({result.dropped_reason})"
 
 
 def _sharded(

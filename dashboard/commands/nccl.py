@@ -6,7 +6,7 @@ import argparse
 
 from analysis import db
 from analysis.nccl import nccl_section
-from dashboard.commands._output import add_db, add_format, emit_json, error, fmt_table
+from dashboard.commands._output import add_db, add_format, emit_json, emit_text, error, fmt_table
 from dashboard.nccl_text import render_nccl
 
 
@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(section)
     else:
-        print(render_nccl(section, fmt_table))
+        emit_text(render_nccl(section, fmt_table))
     return 0

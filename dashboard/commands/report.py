@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import pandas as pd
 
 from analysis import db
 from analysis.report import build_report
-from dashboard.commands._output import add_db, add_format, emit_json, error, fmt_table
+from dashboard.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+)
 from dashboard.text_report import render_text
 
 
@@ -39,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         ranks = pd.DataFrame(report["ranks"]).assign(scope="rank", step=None)
         steps = pd.DataFrame(report["steps"]).assign(scope="step")
-        pd.concat([ranks, steps], ignore_index=True).to_csv(sys.stdout, index=False)
+        emit_csv(pd.concat([ranks, steps], ignore_index=True))
     else:
-        print(render_text(report, fmt_table))
+        emit_text(render_text(report, fmt_table))
     return 0

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from analysis import db
 from analysis.api import runs_table
-from dashboard.commands._output import add_db, add_format, emit_json, error, fmt_table
+from dashboard.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(df.to_dict("records"))
     elif args.format == "csv":
-        df.to_csv(sys.stdout, index=False)
+        emit_csv(df)
     else:
-        print(fmt_table(df))
+        emit_text(fmt_table(df))
     return 0

@@ -1,0 +1,188 @@
+"""The CLI under hostile input and contention: trace text printed safely, options validated, a
+failing report section or parser never takes a command down, a busy store named and waited for."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis import report as report_mod
+from analysis.api import Store
+from dashboard.cli import main
+from dashboard.commands._output import MAX_LINE
+from dashboard.export import postmortem
+from ingest import formats
+from ingest.errors import IngestError
+from tests.synthetic_traces import Scenario, simulate, write_kineto
+
+HOSTILE_GPU = "NVIDIA \x1b[2J\x1b]0;pwned\x07H100" + "x" * 60_000
+HOSTILE_HOST = "node\x1b[31m01\u202e"
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two ranks of a synthetic run; rank 0 names its GPU and host with terminal escapes."""
+    paths = write_kineto(
+        simulate(Scenario(hosts=1, ranks_per_host=2, steps=2)), Path(tmp_path_factory.mktemp("t"))
+    )
+    doc = json.loads(paths[0].read_text())
+    doc["deviceProperties"][0]["name"] = HOSTILE_GPU
+    doc["host_name"] = HOSTILE_HOST
+    paths[0].write_text(json.dumps(doc))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def db(traces: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("db") / "s.duckdb"
+    assert main(["ingest", *map(str, traces), "--db", str(path), "--run", "r", "--quiet"]) == 0
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--run", "r"],
+        ["report", "--run", "r", "--format", "csv"],
+        ["runs"],
+        ["runs", "--format", "csv"],
+        ["collectives", "--run", "r"],
+    ],
+)
+def test_trace_text_is_printed_escaped_and_short(db: Path, argv: list[str], capsys) -> None:
+    assert main([argv[0], "--db", str(db), *argv[1:]]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert max(len(line) for line in out.splitlines()) <= MAX_LINE + 40
+    if argv[0] == "report" and len(argv) == 3:  # the text report shows the run's GPU and host
+        assert "\\x1b[2J" in out and "\\x1b[31m" in out
+
+
+def test_json_output_escapes_control_characters(db: Path, capsys) -> None:
+    assert main(["report", "--db", str(db), "--run", "r", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert HOSTILE_GPU in json.loads(out)["run_info"]["gpus"]  # the data itself is intact
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "lots"])
+def test_max_file_size_must_be_a_positive_number(db: Path, value: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["ingest", str(db), "--db", str(db), "--max-file-size", value])
+    assert e.value.code == 2
+    assert "--max-file-size: needs a number of GB above 0" in capsys.readouterr().err
+
+
+def _broken_section(con, rid):  # noqa: ANN001, ANN202
+    raise ZeroDivisionError("float division by zero")
+
+
+def test_a_failing_section_leaves_the_rest(db: Path, monkeypatch, capsys, caplog) -> None:
+    monkeypatch.setitem(report_mod.SECTIONS, "stragglers", _broken_section)
+    with caplog.at_level(logging.ERROR, logger="commwall.report"):
+        assert main(["report", "--db", str(db), "--run", "r"]) == 0
+    text = capsys.readouterr().out
+    assert "not available: ZeroDivisionError: float division by zero" in text
+    assert "== Per rank (whole trace)" in text
+    assert any("stragglers" in r.getMessage() and r.exc_info for r in caplog.records)
+
+    assert main(["report", "--db", str(db), "--run", "r", "--format", "json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["stragglers"] is None and len(rep["ranks"]) == 2
+    assert rep["analysis_errors"] == {"stragglers": "ZeroDivisionError: float division by zero"}
+
+    api = Store(str(db)).run("r").report()
+    assert api["stragglers"] is None and len(api["ranks"]) == 2
+    html = postmortem(Store(str(db)).con, "r")
+    assert "float division by zero" in html
+
+
+def test_keep_going_with_a_crashing_parser(tmp_path, traces, monkeypatch, capsys) -> None:
+    real = formats.parse
+
+    def crashing(path, opts=None):  # noqa: ANN001, ANN202
+        if Path(path) == traces[1]:
+            raise KeyError("a parser bug")
+        return real(path, opts)
+
+    monkeypatch.setattr(formats, "parse", crashing)
+    db = tmp_path / "k.duckdb"
+    argv = ["ingest", *map(str, traces), "--db", str(db), "--run", "k", "--quiet", "--jobs", "1"]
+    assert main([*argv, "--keep-going"]) == 1
+    err = capsys.readouterr().err
+    assert f"failed: {traces[1]}: commwall could not parse this file (KeyError" in err
+    assert "Traceback" not in err
+    assert Store(str(db)).run("k").ranks()["rank"].tolist() == [0]
+    with pytest.raises(IngestError, match="please report it"):
+        from ingest import store
+
+        store.ingest(store.connect(tmp_path / "k2.duckdb"), "k", [traces[1]])
+
+
+def _hold(db: Path) -> subprocess.Popen:
+    hold = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb,sys; c=duckdb.connect({str(db)!r}); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert hold.stdout.readline().strip() == "held"
+    return hold
+
+
+def test_busy_store_names_its_holder_after_the_wait(tmp_path, traces, capsys) -> None:
+    db = tmp_path / "b.duckdb"
+    hold = _hold(db)
+    try:
+        t = time.monotonic()
+        rc = main(["ingest", str(traces[0]), "--db", str(db), "--quiet", "--wait", "1"])
+        waited = time.monotonic() - t
+    finally:
+        hold.stdin.close()
+        hold.wait(10)
+    err = capsys.readouterr().err
+    assert rc == 2 and 1 <= waited < 10
+    assert f"in use by process {hold.pid} (" in err and "retry when it has finished" in err
+    assert "Traceback" not in err and "Conflicting lock" not in err
+
+
+def test_ingest_waits_for_a_store_that_is_released(tmp_path, traces, capsys) -> None:
+    db = tmp_path / "w.duckdb"
+    hold = _hold(db)
+    release = subprocess.Popen(["sleep", "1.5"])
+    try:
+        import threading
+
+        def let_go() -> None:
+            release.wait()
+            hold.stdin.close()
+            hold.wait(10)
+
+        t = threading.Thread(target=let_go)
+        t.start()
+        rc = main(["ingest", str(traces[0]), "--db", str(db), "--run", "w", "--quiet"])
+        t.join()
+    finally:
+        release.kill()
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert f"in use by process {hold.pid}" in err and "waiting up to 60 s" in err
+    assert Store(str(db)).run("w").ranks()["rank"].tolist() == [0]
+
+
+def test_read_commands_say_the_store_is_busy(tmp_path, db, capsys) -> None:
+    copy = tmp_path / "c.duckdb"
+    copy.write_bytes(db.read_bytes())
+    hold = _hold(copy)
+    try:
+        rc = main(["runs", "--db", str(copy)])
+    finally:
+        hold.stdin.close()
+        hold.wait(10)
+    err = capsys.readouterr().err
+    assert rc == 2 and f"in use by process {hold.pid}" in err and "Traceback" not in err
