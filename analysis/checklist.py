@@ -324,6 +324,20 @@ def nccl_warnings(report: dict) -> Item:
     )
 
 
+def hang(report: dict) -> Item:
+    """A watchdog timeout or hang, as the run's Flight Recorder dumps explain it."""
+    title, page = "Watchdog timeout or hang (Flight Recorder)", "hang"
+    h = report.get("hang")
+    if not isinstance(h, dict) or not h.get("present"):
+        action = "Run with TORCH_FR_BUFFER_SIZE=2000 and ingest the dumps (one per rank)."
+        return _item("hang", title, page, NOT_OBSERVABLE, "No Flight Recorder dumps.", action)
+    groups = h.get("groups") or []
+    if h.get("findings") or any(g.get("missing_dumps") for g in groups):
+        action = "Read the Hang page: the culprit rank's own logs and stack come next."
+        return _item("hang", title, page, ATTENTION, h["verdict"], action)
+    return _item("hang", title, page, OK, h["verdict"])
+
+
 #: The checklist in display order: the maintenance items, then those the data decides.
 ITEMS: list[Callable[..., Item]] = [
     nic_firmware,
@@ -338,6 +352,7 @@ ITEMS: list[Callable[..., Item]] = [
     busbw,
     exposed_comm,
     nccl_warnings,
+    hang,
 ]
 
 

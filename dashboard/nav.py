@@ -11,6 +11,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "stragglers": ("views/stragglers.py", "Stragglers", ":material/hourglass_bottom:"),
     "model": ("views/model.py", "Model and what-if", ":material/tune:"),
     "nccl": ("views/nccl.py", "NCCL", ":material/hub:"),
+    "hang": ("views/hang.py", "Hang", ":material/block:"),
     "checklist": ("views/checklist.py", "Checklist", ":material/checklist:"),
     "compare": ("views/compare.py", "Compare runs", ":material/compare_arrows:"),
     "export": ("views/export.py", "Export", ":material/download:"),

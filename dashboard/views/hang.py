@@ -1,0 +1,110 @@
+"""Hang: who did not arrive, from the run's PyTorch Flight Recorder dumps (the `hang` section)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import session
+from dashboard.charts import LEGEND, row_step
+from dashboard.hang_text import timeline_rows
+from dashboard.ui import md, missing, plot, table
+
+UPLOAD_FR = (
+    "Upload one Flight Recorder dump per rank (JSON or pickle): run the job with "
+    "`TORCH_FR_BUFFER_SIZE=2000` and `TORCH_FR_DUMP_TEMP_FILE=<dir>/rank_` for dumps on a "
+    "watchdog timeout, or call `torch._C._distributed_c10d._dump_fr_trace_json()` on each rank."
+)
+
+v = session.current_run()
+st.header(f"Hang — {md(v.run)}")
+h = v.report.get("hang")
+if not isinstance(h, dict) or not h.get("present"):
+    missing("Flight Recorder evidence", UPLOAD_FR)
+    st.stop()
+
+
+def ranks_of(values: list | None) -> str:
+    """'0, 2, 3' or '—'."""
+    return ", ".join(str(r) for r in values or []) or "—"
+
+
+def entries_chart(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart:
+    """The last collectives of each rank: seq (x) × rank (y), coloured by op; a rule at the
+    seq where the hang or mismatch is."""
+    points = (
+        alt.Chart(df)
+        .mark_square(size=140)
+        .encode(
+            x=alt.X("seq:O", title="collective seq id"),
+            y=alt.Y("label:N", title=None, sort=None),
+            color=alt.Color("op_name:N", title="op", legend=alt.Legend(**LEGEND)),
+            tooltip=["pg_name", "rank", "seq", "op_name", "state", "in_nelems"],
+        )
+        .properties(height=row_step(df["label"]))
+    )
+    if hang_seq is None:
+        return alt.layer(points)
+    rule = alt.Chart(pd.DataFrame({"seq": [hang_seq]})).mark_rule(color="#e45756", size=3)
+    return alt.layer(rule.encode(x="seq:O"), points)
+
+
+(st.error if any(g.get("cause") for g in h["groups"]) else st.success)(md(h["verdict"]))
+st.caption(
+    f"{h['n_dumps']} dump(s) ({', '.join(h['forms'])}), Flight Recorder format "
+    f"{', '.join(h['versions'])}."
+)
+
+st.subheader("Process groups")
+groups = pd.DataFrame(
+    [
+        {
+            "group": g["pg_name"],
+            "description": g["pg_desc"],
+            "members": ranks_of(g["members"]),
+            "no dump": ranks_of(g["missing_dumps"]),
+            "last seq all entered": g["last_common_seq"],
+            "last seq all completed": g["last_completed_seq"],
+            "highest seq": g["max_seq"],
+        }
+        for g in h["groups"]
+    ]
+)
+table(groups, key="hang_groups")
+
+st.subheader("Findings")
+findings = pd.DataFrame(
+    [
+        {
+            "group": f["pg_name"],
+            "seq": f["seq"],
+            "kind": f["kind"],
+            "op": f["op_name"],
+            "culprit ranks": ranks_of(f["culprit_ranks"]),
+            "other ranks": ranks_of(f["other_ranks"]),
+            "expected": f["expected"],
+            "culprits passed": " / ".join(f["culprit_values"] or []) or None,
+        }
+        for f in h["findings"]
+    ]
+)
+if findings.empty:
+    st.caption("No rank missing, mismatched or stuck.")
+else:
+    table(findings, key="hang_findings")
+
+st.subheader("Last collectives before the hang")
+rows = pd.DataFrame(timeline_rows(h))
+if not rows.empty:
+    rows["label"] = "group " + rows["pg_name"].astype(str) + " · rank " + rows["rank"].astype(str)
+causes = [g["cause"]["seq"] for g in h["groups"] if g.get("cause")]
+plot(rows, lambda df: entries_chart(df, min(causes) if causes else None), "No entries.")
+if not rows.empty:
+    shown = rows.drop(columns=["label", "trace_ts", "trace_dur", "time_created_ns"])
+    table(shown, key="hang_timeline")
+    if rows["join_key"].notna().any():
+        st.caption(
+            "trace_ms / trace_dur_ms: the same call in the run's Kineto traces (start after the "
+            "first joined one, duration); join_key says how it was matched."
+        )

@@ -1,0 +1,79 @@
+"""The Hang page through Streamlit's AppTest, the `commwall hang` command, the report's `hang`
+key, its checklist item and its text rendering, on the real hung gloo runs of sample_traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import streamlit as st
+from conftest import SAMPLES
+from dashboard_support import ingest_dir, report_of
+from test_dashboard_apptest import app, table, texts
+
+from dashboard.cli import main
+from dashboard.ui import md
+
+TRUTH = json.loads((SAMPLES / "fr_skip" / "ground_truth.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """fr_skip (dumps and Kineto traces), fr_op (dumps), and fr_skip's traces alone."""
+    d = tmp_path_factory.mktemp("hangapp")
+    path = d / "s.duckdb"
+    ingest_dir(path, "skip", SAMPLES / "fr_skip")
+    ingest_dir(path, "op", SAMPLES / "fr_op")
+    traces = d / "traces"
+    traces.mkdir()
+    for f in (SAMPLES / "fr_skip").glob("*.pt.trace.json.gz"):
+        (traces / f.name).write_bytes(f.read_bytes())
+    ingest_dir(path, "traces_only", traces)
+    return path
+
+
+def test_hang_page_shows_the_verdict_and_the_culprit(store, tmp_path, monkeypatch):
+    verdict = report_of(store, "skip")["hang"]["verdict"]
+    at = app(store, monkeypatch, tmp_path, run="skip", page="hang")
+    assert texts(at.error) == [md(verdict)]
+    f = table(at, "culprit ranks", "other ranks")
+    assert list(f["culprit ranks"]) == [str(TRUTH["culprit_rank"])]
+    assert list(f["seq"]) == [TRUTH["hang_seq"]]
+    t = table(at, "seq", "trace_dur_ms")
+    assert set(t["rank"]) == set(range(TRUTH["world_size"]))
+
+
+def test_hang_page_without_dumps_says_what_to_upload(store, tmp_path, monkeypatch):
+    at = app(store, monkeypatch, tmp_path, run="traces_only", page="hang")
+    assert "Flight Recorder evidence" in at.info[0].value
+
+
+def test_cli_json_text_and_report(store, capsys):
+    assert main(["hang", "--db", str(store), "--run", "op", "--format", "json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    cause = s["groups"][0]["cause"]
+    assert (cause["kind"], cause["culprit_ranks"]) == ("op", [TRUTH["culprit_rank"]])
+    assert main(["hang", "--db", str(store), "--run", "op"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == s["verdict"]
+    assert main(["report", "--db", str(store), "--run", "op", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["hang"]["verdict"] == s["verdict"]
+    item = next(i for i in report["checklist"] if i["key"] == "hang")
+    assert (item["status"], item["evidence"]) == ("attention", s["verdict"])
+    assert main(["hang", "--db", str(store), "--run", "nope"]) == 2
+
+
+def test_checklist_item_without_dumps(store):
+    r = report_of(store, "traces_only")
+    assert not r["hang"]["present"]
+    item = next(i for i in r["checklist"] if i["key"] == "hang")
+    assert item["status"] == "not_observable"
