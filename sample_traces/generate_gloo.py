@@ -107,6 +107,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model-size", type=int, default=128, help="hidden width H of the MLP")
     p.add_argument("--layers", type=int, default=26, help="number of hidden HxH layers")
     p.add_argument("--batch-size", type=int, default=64, help="per-rank batch size")
+    p.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=BUCKET_CAP_MB,
+        help="DDP bucket_cap_mb (default %(default)s); a tiny cap (0.001) gives one bucket per "
+        "parameter tensor, so one run spans message sizes from tens of bytes to the largest "
+        "weight",
+    )
     p.add_argument("--gzip-level", type=int, default=6, help="gzip level of the output (1-9)")
     p.add_argument(
         "--port", type=int, default=0, help="rendezvous port on 127.0.0.1; 0 = free port"
@@ -196,7 +204,7 @@ def worker(rank: int, args: argparse.Namespace, port: int, result_dir: str) -> N
 
     torch.manual_seed(args.seed)
     model = build_model(args.model_size, args.layers)
-    ddp = DDP(model, bucket_cap_mb=BUCKET_CAP_MB)
+    ddp = DDP(model, bucket_cap_mb=args.bucket_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     loss_fn = torch.nn.MSELoss()
 
@@ -306,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": args.mode if args.straggler >= 0 else "none",
         "steps": list(range(first, first + args.steps)),
         "collectives_per_step": len(bucket_bytes) + 1,
-        "bucket_cap_mb": BUCKET_CAP_MB,
+        "bucket_cap_mb": args.bucket_mb,
         "torch_version": torch.__version__,
         "generator_args": gen_args,
         "bucket_numel": [b // 4 for b in bucket_bytes] + [1],

@@ -1,9 +1,11 @@
 """Robust α-β fit of collective times: t = a + b·S (MODEL.md §6), one line per size regime.
 
 Rows are (S bytes, transfer time s) of matched collectives — transfer time, never a rank's
-kernel duration (mostly waiting). The loss is Huber on relative residuals (t − a − b·S)/t,
-solved by iteratively reweighted least squares: relative, so small messages are not drowned
-by large ones; Huber, so stragglers and congestion (heavy upper tails) get bounded influence.
+kernel duration (mostly waiting). The loss is Huber on log residuals log(t / (a + b·S)),
+solved by Gauss-Newton with Huber weights: on ratios, so small messages are not drowned by
+large ones and over- and under-prediction by the same factor cost the same (relative
+residuals (t − p)/t would pull the line low when times scatter by factors); Huber, so
+stragglers and congestion (heavy upper tails) get bounded influence.
 The solver uses a pseudo-inverse: singular designs (one size, resampled duplicates) give the
 minimum-norm answer instead of an exception.
 """
@@ -56,22 +58,29 @@ def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (np.linalg.pinv(x) @ y[..., None])[..., 0]
 
 
+def log_residuals(t: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """log(t / predicted): the error as a ratio, symmetric in over- and under-prediction
+    (predictions at or below 0 count as 1/1000 of the measurement)."""
+    return np.log(t / np.maximum(pred, 1e-3 * t))
+
+
 def _irls(s: np.ndarray, t: np.ndarray, intercept: bool, iters: int = 50) -> np.ndarray:
-    """Huber IRLS of t ≈ a + b·s on relative residuals, for a batch of samples (rows of the
-    2-D arrays s, t); returns an array of (a, b) rows with a >= 0 and b >= 0 (a negative
-    intercept is refitted through the origin, a negative slope as the median time)."""
+    """Huber fit of t ≈ a + b·s on log residuals log(t / (a + b·s)), for a batch of samples
+    (rows of the 2-D arrays s, t), by Gauss-Newton with Huber weights (MAD scale) from the
+    relative least-squares start; returns an array of (a, b) rows with a >= 0 and b >= 0 (a
+    negative intercept is refitted through the origin, a negative slope as the median time)."""
     scale = s.max(axis=1, keepdims=True)
     ones = np.ones_like(s)
     x = np.stack([ones, s / scale], axis=-1) if intercept else (s / scale)[..., None]
-    w, coef = ones, np.zeros(x.shape[::2])
+    coef = _solve(x / t[..., None], ones)
     for _ in range(iters):
-        sw = np.sqrt(w) / t
-        new = _solve(x * sw[..., None], t * sw)
-        res = (t - (x @ new[..., None])[..., 0]) / t
+        p = np.maximum((x @ coef[..., None])[..., 0], 1e-3 * t)
+        res = np.log(t / p)
         mad = np.median(np.abs(res - np.median(res, axis=1, keepdims=True)), axis=1) / 0.6745
         u = np.abs(res) / np.maximum(HUBER_C * mad, 1e-300)[:, None]
-        w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-300))
-        done = np.allclose(new, coef, rtol=1e-8, atol=0)
+        sw = np.sqrt(np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-300))) / p
+        new = _solve(x * sw[..., None], p * (1 + res) * sw)
+        done = np.allclose(new, coef, rtol=1e-9, atol=0)
         coef = new
         if done:
             break

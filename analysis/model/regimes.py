@@ -6,7 +6,7 @@ switches protocol where one line undercuts the next. When the rows do not say wh
 ran, the regimes are found from the data: the distinct sizes are cut into up to
 `MAX_SEGMENTS` contiguous ranges (each with at least 2 distinct sizes, so α and β are both
 determined), each range gets its own robust fit, and the cut is chosen by a robust BIC on the
-relative residuals: the Huber loss at the one-line fit's robust scale (MAD), so that
+log residuals: the Huber loss at the one-line fit's robust scale (MAD), so that
 stragglers do not buy extra segments, plus log n for each of α, β and the cut of an added
 segment. One distinct size gives a flat model
 (the median time): β is then unknown. The same flat level is also a candidate when there are
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.model.fit import HUBER_C, AlphaBetaFit, clean, fit_alpha_beta
+from analysis.model.fit import HUBER_C, AlphaBetaFit, clean, fit_alpha_beta, log_residuals
 
 MAX_SEGMENTS = 3
 #: At most this many candidate cut positions are tried (evenly spread over the sizes).
@@ -64,7 +64,7 @@ def _flat(s: np.ndarray, t: np.ndarray) -> AlphaBetaFit:
 
 
 def _score(res: np.ndarray, k: int, sigma: float) -> float:
-    """Robust BIC of relative residuals `res` with k segments: twice the Huber loss of
+    """Robust BIC of log residuals `res` with k segments: twice the Huber loss of
     res/sigma (sigma fixed across candidates) plus (3k − 1)·log n."""
     u = np.abs(res) / sigma
     loss = np.where(u <= HUBER_C, u**2 / 2, HUBER_C * u - HUBER_C**2 / 2).sum()
@@ -100,7 +100,7 @@ def fit_regimes(
         if (i, j) not in cache:
             lo, hi = starts[i], (starts[j] if j < len(sizes) else len(s))
             f = fit_alpha_beta(s[lo:hi], t[lo:hi])
-            cache[i, j] = (f, (t[lo:hi] - f.predict(s[lo:hi])) / t[lo:hi])
+            cache[i, j] = (f, log_residuals(t[lo:hi], f.predict(s[lo:hi])))
         return cache[i, j]
 
     one = seg(0, len(sizes))[1]
@@ -123,7 +123,7 @@ def fit_regimes(
                 best = (sc, bounds)
     best = _refine(best, score)
     flat = _flat(s, t)
-    res = (t - flat.latency_s) / t
+    res = log_residuals(t, np.full(len(t), flat.latency_s))
     if _score(res, 0, sigma) + 2 * math.log(len(s)) < best[0]:
         return RegimeFit((flat,))  # times do not grow with size: one size-blind level
     return RegimeFit(tuple(seg(a, b)[0] for a, b in itertools.pairwise(best[1])))
