@@ -6,23 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import streamlit as st
 from conftest import SAMPLES
 from dashboard_support import ingest_dir, report_of
-from test_dashboard_apptest import app, table, texts
+from test_dashboard_apptest import app, fresh_caches, table, texts  # noqa: F401 (fixture)
 
 from dashboard.cli import main
 from dashboard.ui import md
 
 TRUTH = json.loads((SAMPLES / "fr_skip" / "ground_truth.json").read_text())
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
 
 
 @pytest.fixture(scope="module")
