@@ -281,17 +281,33 @@ def test_checklist_page_renders_the_report_section(store, reports, tmp_path, mon
     assert "attention" in md and "TCP" in md
 
 
-def test_compare_page_deltas(store, reports, tmp_path, monkeypatch):
+def test_compare_page_tiles_deltas_and_several_runs(store, reports, tmp_path, monkeypatch):
     at = app(store, monkeypatch, tmp_path, page="compare")
     at.selectbox(key="compare_before").select("dlrm")
-    at.selectbox(key="compare_after").select("gloo")
+    at.multiselect(key="compare_after").set_value(["gloo", "dlrm_nccl"])
     at.run()
-    rows = table(at, "label", "before", "after", "delta")
+    assert not at.exception, at.exception
+    rows = table(at, "label", "dlrm", "gloo", "dlrm_nccl", "Δ gloo")
     want = compare(reports["dlrm"], reports["gloo"])
     assert list(rows["label"]) == [r["label"] for r in want]
-    assert list(rows["delta"]) == pytest.approx([r["delta"] for r in want])
-    step = next(m for m in at.metric if m.label == "step time (ms)")
-    assert step.value == f"{reports['gloo']['summary']['step_ms']:.3f}"
+    step = rows[rows["label"] == "step time (ms)"].iloc[0]
+    assert step["Δ gloo"] == pytest.approx(
+        reports["gloo"]["summary"]["step_ms"] - reports["dlrm"]["summary"]["step_ms"]
+    )
+    # Tiles: one column per run, in order, each with its own run's values (5 tiles each).
+    tiles = [m for m in at.metric if m.label == "step time"]
+    assert [t.value for t in tiles] == [
+        f"{reports[r]['summary']['step_ms']:.3f} ms" for r in ("dlrm", "gloo", "dlrm_nccl")
+    ]
+    base, gloo, same = tiles
+    assert base.delta == ""  # the baseline has no arrow
+    d = reports["gloo"]["summary"]["step_ms"] - reports["dlrm"]["summary"]["step_ms"]
+    assert gloo.delta == f"{d:+.3f} ms"
+    assert same.delta == ""  # the same traces (plus a log): no change, no arrow
+    share = [m for m in at.metric if m.label == "exposed share of step"]
+    assert share[0].value == f"{100 * reports['dlrm']['summary']['exposed_comm_share']:.1f}%"
+    md = " ".join(texts(at.markdown))
+    assert "Mann-Whitney" in " ".join(texts(at.caption)) and "gloo" in md
 
 
 def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path, monkeypatch):
@@ -326,6 +342,9 @@ def data_scenario(db):
         con.close()
 
 
-def test_export_page_offers_both_formats(store, tmp_path, monkeypatch):
+def test_export_page_offers_the_document_and_the_timeline(store, tmp_path, monkeypatch):
     at = app(store, monkeypatch, tmp_path, run="dlrm", page="export")
-    assert len(at.get("download_button")) == 2
+    assert len(at.get("download_button")) == 3  # HTML, Markdown, Perfetto timeline
+    at.selectbox(key="export_baseline").select("gloo").run()
+    assert not at.exception, at.exception
+    assert "--diff gloo" in at.code[0].value

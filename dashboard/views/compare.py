@@ -1,43 +1,134 @@
-"""Compare runs: two runs side by side (before and after a fix), with deltas."""
+"""Compare runs: a baseline and one or more runs against it (analysis.diff), with the step
+time judged against run-to-run noise."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from analysis.compare import compare
+from analysis.compare import METRICS
+from analysis.postmortem import decomposition_table
 from analysis.verdict import verdict
-from dashboard import session
-from dashboard.ui import md
+from dashboard import data_docs, doc_charts, session
+from dashboard.ui import fmt_pct, md, plot, table
+
+#: Tiles: summary key → (label, kind): ms and ratios with three decimals, shares as %.
+TILES = {
+    "step_ms": ("step time", "ms"),
+    "tau_comm_ms": ("τ_comm", "ms"),
+    "exposed_comm_ms": ("exposed communication", "ms"),
+    "eta": ("η (overlap efficiency)", "share"),
+    "exposed_comm_share": ("exposed share of step", "share"),
+}
+#: Metrics where a larger value is better (green when it grows).
+HIGHER_BETTER = {"eta"}
+
+
+def tile_value(v: float | None, kind: str) -> str:
+    """A tile's value: ms with three decimals, shares as a percentage, n/a when missing."""
+    if v is None:
+        return "n/a"
+    return fmt_pct(v) if kind == "share" else f"{v:.3f} ms"
+
+
+def tile_delta(v: float | None, base: float | None, kind: str) -> str | None:
+    """The change against the baseline as shown (ms, or percentage points); None — no arrow —
+    when either is missing or the change does not show at the precision displayed."""
+    if v is None or base is None:
+        return None
+    d = (v - base) * (100 if kind == "share" else 1)
+    text = f"{d:+.1f} pp" if kind == "share" else f"{d:+.3f} ms"
+    return None if float(text.split()[0]) == 0 else text
+
 
 st.header("Compare runs")
-table = session.runs_or_stop()
-names = table["run"].tolist()
+runs_table = session.runs_or_stop()
+names = runs_table["run"].tolist()
 if len(names) < 2:
     st.info("Store a second run (for example after a fix) to compare it with the first.")
     st.stop()
 
-left, right = st.columns(2)
-before = left.selectbox("Before", names, index=0, key="compare_before")
-after = right.selectbox("After", names, index=len(names) - 1, key="compare_after")
-a, b = session.view(table, before).report, session.view(table, after).report
+left, right = st.columns([1, 2])
+baseline = left.selectbox("Baseline", names, index=0, key="compare_before")
+others = [n for n in names if n != baseline]
+chosen = right.multiselect(
+    "Compared with the baseline", others, default=others[-1:], key="compare_after"
+)
+if not chosen:
+    st.info("Choose one or more runs to compare with the baseline.")
+    st.stop()
+runs = [baseline, *chosen]
+views = {r: session.view(runs_table, r) for r in runs}
+reports = {r: v.report for r, v in views.items()}
 
-rows = compare(a, b)
-cols = st.columns(4)
-for col, row in zip(
-    cols,
-    [r for r in rows if r["metric"] in {"step_ms", "tau_comm_ms", "exposed_comm_ms", "eta"}],
-    strict=True,
-):
-    value = "n/a" if row["after"] is None else f"{row['after']:.3f}"
-    delta = None if row["delta"] is None else f"{row['delta']:+.3f}"
-    lower_better = row["metric"] != "eta"
-    col.metric(row["label"], value, delta, delta_color="inverse" if lower_better else "normal")
+cols = st.columns(len(runs))
+base_summary = reports[baseline].get("summary") or {}
+for col, run in zip(cols, runs, strict=True):
+    s = reports[run].get("summary") or {}
+    col.markdown(f"**{md(run)}**" + (" (baseline)" if run == baseline else ""))
+    for key, (label, kind) in TILES.items():
+        delta = None if run == baseline else tile_delta(s.get(key), base_summary.get(key), kind)
+        col.metric(
+            label,
+            tile_value(s.get(key), kind),
+            delta,
+            delta_color="normal" if key in HIGHER_BETTER else "inverse",
+        )
+    v = verdict(s)
+    col.caption(v["verdict"] if v else "no communication measured")
 
-for col, name, rep in ((left, before, a), (right, after, b)):
-    v = verdict(rep.get("summary"))
-    col.markdown(f"**{md(name)}**: {v['verdict'] if v else 'no communication measured'}")
+d = data_docs.diff(views[baseline].path, tuple(runs), tuple(views[r].fp for r in runs))
+st.subheader("Step time against run-to-run noise")
+for row in d["step_time"].to_dict("records")[1:]:
+    if row["ci_low_pct"] is None or pd.isna(row["ci_low_pct"]):
+        st.markdown(f"**{md(row['run'])}**: {md(row['judgement'])}.")
+        continue
+    st.markdown(
+        f"**{md(row['run'])}**: median {row['median_ms']:.3f} ms, {row['change_pct']:+.1f}% "
+        f"(95% CI {row['ci_low_pct']:+.1f}% to {row['ci_high_pct']:+.1f}%, "
+        f"p = {row['p_value']:.3g}) — **{md(row['judgement'])}**."
+    )
+st.caption(
+    f"Test: {d['step_time']['test'].iloc[0]}. A change is called slower or faster only when "
+    "both say so (p < 0.05 and the interval excludes 0); with fewer than 3 steps per run "
+    "noise cannot be estimated."
+)
+plot(d["step_samples"], lambda x: doc_charts.step_distribution(x, "Step time per run"),
+     "No steps in these runs.", key="compare_steps")  # fmt: skip
+table(d["step_time"].drop(columns=["test"]), key="compare_step_table")
 
-shown = pd.DataFrame(rows).drop(columns=["metric"])
-shown["change"] = shown["change"].map(lambda c: None if c is None else f"{100 * c:+.1f}%")
-st.dataframe(shown, hide_index=True, key="compare_table")
+st.subheader("Headline metrics")
+shown = d["summary"].drop(columns=["metric"])
+for run in runs:
+    shown[run] = [
+        fmt_pct(v) if k == "exposed_comm_share" and v is not None and not pd.isna(v) else v
+        for k, v in zip(d["summary"]["metric"], shown[run], strict=True)
+    ]
+table(shown, key="compare_table")
+st.caption(f"Medians over ranks and steps: {', '.join(METRICS.values())}.")
+
+st.subheader("Where the step time goes, per rank")
+parts = []
+for run in runs:
+    try:
+        parts.append(decomposition_table(reports[run]).assign(run=run))
+    except ValueError:
+        pass
+plot(
+    pd.concat(parts, ignore_index=True) if parts else None,
+    lambda x: doc_charts.decomposition(x, "Mean per step", facet="run"),
+    "No steps in these runs.",
+    key="compare_decomposition",
+)
+table(d["decomposition"], key="compare_decomposition_table")
+
+for key, head in [
+    ("collectives", "Collectives by op and message size (bytes)"),
+    ("stragglers", "Stragglers per rank"),
+    ("straggler_verdicts", "Straggler verdicts"),
+    ("nccl", "NCCL"),
+    ("model", "Model fit and prediction"),
+    ("diagnosis", "Diagnosis"),
+]:
+    st.subheader(head)
+    table(d[key], key=f"compare_{key}")

@@ -1,4 +1,5 @@
-"""Export: the run's post-mortem as a self-contained HTML page or Markdown."""
+"""Export: the run's post-mortem (HTML with figures, or Markdown), optionally against a
+baseline run, and all ranks on one aligned timeline for Perfetto / chrome://tracing."""
 
 from __future__ import annotations
 
@@ -6,35 +7,64 @@ import shlex
 
 import streamlit as st
 
-from dashboard import database, session
-from dashboard.export import render_html, render_markdown
+from dashboard import data_docs, database, session
 from dashboard.ui import md
 from dashboard.uploads import safe_name
 
 v = session.current_run()
 st.header(f"Export — {md(v.run)}")
 st.markdown(
-    "A post-mortem of this run to attach to an incident or a pull request: the verdict, the "
-    "checklist and every report section as tables. The HTML file has no external resources."
+    "A post-mortem of this run to hand to others: the diagnosis first, then figures (step "
+    "decomposition, wait caused per rank, bus bandwidth by message size, one step on the "
+    "aligned clock, ranked what-ifs), readable tables, the checklist with its evidence and "
+    "the run's facts. The HTML file is self-contained (charts as inline SVG, no scripts or "
+    "external requests) and prints to PDF from the browser. Files are written when you click."
 )
-stem = "commwall-" + safe_name(v.run)
-left, right = st.columns(2)
+table = session.runs_or_stop()
+others = [r for r in table["run"].tolist() if r != v.run]
+baseline = st.selectbox(
+    "Before/after against a baseline run (optional)",
+    [None, *others],
+    format_func=lambda r: "no baseline" if r is None else r,
+    key="export_baseline",
+)
+bfp = () if baseline is None else session.view(table, baseline).fp
+stem = "commwall-" + safe_name(v.run) + ("" if baseline is None else f"-vs-{safe_name(baseline)}")
+left, mid, right = st.columns(3)
 left.download_button(
     "Download HTML",
-    render_html(v.report),
+    lambda: data_docs.document(v.path, v.run, v.fp, "html", baseline, bfp),
     file_name=f"{stem}.html",
     mime="text/html",
     key="export_html",
     icon=":material/download:",
 )
-right.download_button(
+mid.download_button(
     "Download Markdown",
-    render_markdown(v.report),
+    lambda: data_docs.document(v.path, v.run, v.fp, "md", baseline, bfp),
     file_name=f"{stem}.md",
     mime="text/markdown",
     key="export_md",
     icon=":material/download:",
 )
+right.download_button(
+    "Download timeline (Perfetto)",
+    lambda: data_docs.perfetto(v.path, v.run, v.fp),
+    file_name=f"commwall-{safe_name(v.run)}.trace.json.gz",
+    mime="application/gzip",
+    key="export_perfetto",
+    icon=":material/timeline:",
+)
+st.caption(
+    "The timeline holds every rank as a process on the aligned clock, with the wait for the "
+    "last arrival of each collective as its own slice and arrows from the last rank to the "
+    "others; open it at ui.perfetto.dev or in chrome://tracing."
+)
 st.caption("From a shell:")
 db, run = shlex.quote(str(database.db_path())), shlex.quote(v.run)
-st.code(f"commwall export --db {db} --run {run} --out {stem}.html", language="bash")
+diff = "" if baseline is None else f" --diff {shlex.quote(baseline)}"
+st.code(
+    f"commwall export --db {db} --run {run}{diff} --out {stem}.html\n"
+    f"commwall export --db {db} --run {run} --format perfetto --out {v.run}.trace.json.gz",
+    language="bash",
+)
