@@ -39,7 +39,7 @@ class Run:
 
     def activities(self, kind: str | None = None, rank: int | None = None) -> pd.DataFrame:
         """Activities, optionally of one kind (compute, comm, memory, other) and one rank."""
-        where, params = "", []
+        where, params = "", list[str | int]()
         if kind is not None:
             where += " AND kind = ?"
             params.append(kind)

@@ -38,12 +38,12 @@ def _register_filesystems(con: duckdb.DuckDBPyConnection, paths: list[str]) -> N
 
 def attach(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Create the shard views of the store open on `con`; returns the tables that have one."""
-    db = con.execute("SELECT current_database()").fetchone()[0]
-    has_manifest = con.execute(
+    (db,) = con.execute("SELECT current_database()").fetchone() or (None,)
+    (has_manifest,) = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
         "AND table_name = 'shards'",
         [db],
-    ).fetchone()[0]
+    ).fetchone() or (0,)
     if not has_manifest:
         return []
     rows = con.execute(

@@ -15,7 +15,8 @@ from analysis.units import NS_PER_MS
 
 def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:
     """The earliest aligned window start (ns) of step `step`; None if no rank has it."""
-    return con.execute("SELECT origin_ns FROM step_origin(?, ?)", [rid, step]).fetchone()[0]
+    row = con.execute("SELECT origin_ns FROM step_origin(?, ?)", [rid, step]).fetchone()
+    return None if row is None else row[0]
 
 
 def _relative(df: pd.DataFrame, origin: int) -> pd.DataFrame:

@@ -30,5 +30,7 @@ def expand(args: list[str]) -> list[Path]:
             if not found:
                 raise IngestError(a, "no such file, directory or matching glob")
         out.extend(found)
-    seen: set[Path] = set()
-    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]
+    unique: dict[Path, Path] = {}  # resolved path -> the first spelling given
+    for p in out:
+        unique.setdefault(p.resolve(), p)
+    return list(unique.values())

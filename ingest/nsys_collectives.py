@@ -115,8 +115,8 @@ class Context:
         """(op, in_bytes, out_bytes, group_size) of a kernel launched at `t` by thread
         (proc, tid): the op from the innermost PyTorch `nccl:*` range, else from the innermost
         NCCL API range (a group: its calls); `unknown` when no range tells."""
-        th = self.threads.get((proc, tid)) if t is not None else None
-        if th is None:
+        th = self.threads.get((proc, tid)) if t is not None and tid is not None else None
+        if th is None or t is None:
             return "unknown", None, None, None
         open_ = th.open_at(t)
         torch = [th.ranges[i].name for i in open_ if th.ranges[i].name.startswith("nccl:")]

@@ -150,10 +150,12 @@ def _payloads(
         f'FROM "{table}" WHERE "binaryData" IS NOT NULL AND "eventType" IN ({marks})',
         tuple(ids),
     )
-    out, seen = {}, {}  # identical blobs (same communicator and size) are decoded once
+    out: dict[tuple[int, int, int], dict[str, int]] = {}
+    # identical blobs (same communicator and size) are decoded once
+    seen: dict[bytes, dict[str, int] | None] = {}
     for proc, tid, start, blob in rows:
         if blob not in seen:
             seen[blob] = nsys_payload.decode(blob, schemas)
-        if seen[blob]:
-            out[(proc, tid, start)] = seen[blob]
+        if fields := seen[blob]:
+            out[(proc, tid, start)] = fields
     return out

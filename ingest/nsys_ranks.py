@@ -80,7 +80,10 @@ def gather(ex: Export, nvtx: Nvtx) -> Clues:
     env: dict[str, str] = {}
     if (t := ex.table("TARGET_INFO_SYSTEM_ENV")) is not None:
         for (value,) in ex.rows(f"SELECT value FROM \"{t}\" WHERE name = 'DeviceEnvironment'"):
-            env.update(kv.split("=", 1) for kv in str(value).split(";") if "=" in kv)
+            for kv in str(value).split(";"):
+                key, eq, val = kv.partition("=")
+                if eq:
+                    env[key] = val
     if (t := ex.table("META_DATA_CAPTURE")) is not None:
         q = f"SELECT value FROM \"{t}\" WHERE name LIKE '%ENVIRONMENT_VARIABLE'"
         for (value,) in ex.rows(q):
@@ -134,7 +137,8 @@ def assign(
     world_env = _env_int(clues.env, WORLD_ENV)
     out: dict[int, RankOf] = {}
     for p in procs:
-        hit = by_host.get(f"{p.host}:{p.pid}", by_pid.get(p.pid, by_dev.get(p.device)))
+        dev = None if p.device is None else by_dev.get(p.device)
+        hit = by_host.get(f"{p.host}:{p.pid}", by_pid.get(p.pid, dev))
         if hit is not None:
             out[p.proc] = RankOf(hit, "rank map", clues.payload.get(p.proc, (0, None))[1])
         elif p.proc in clues.payload:

@@ -130,6 +130,8 @@ def _write(url: str, tables: Iterable[pa.Table]) -> int:
         for t in tables:
             writer = writer or pq.ParquetWriter(f, t.schema, compression="zstd")
             writer.write_table(t)
+        if writer is None:
+            raise ValueError(f"{url}: no tables to write")
         writer.close()
         size = f.tell()
     if local:

@@ -172,13 +172,14 @@ class Spool:
         if self.writer is None:
             return pa.Table.from_batches(self.batches, schema=self.schema)
         self.writer.close()
+        assert self.path is not None  # a writer always has its spill file
         source = pa.memory_map(self.path)
         os.unlink(self.path)
         return pa.ipc.open_file(source).read_all()
 
     def discard(self) -> None:
         """Drop everything (the parse failed); removes a spill file."""
-        if self.writer is not None:
+        if self.writer is not None and self.path is not None:
             self.writer.close()
             os.unlink(self.path)
         self.rows, self.batches, self.writer = [], [], None
