@@ -22,7 +22,7 @@ from analysis.verdict import verdict
 #: Report keys with a section of their own below; any other key is shown generically.
 HANDLED = {
     "run", "run_info", "summary", "ranks", "steps", "stragglers", "collectives", "model",
-    "nccl", "checklist", "decomposition", "diagnosis", "replay",
+    "nccl", "checklist", "decomposition", "diagnosis", "replay", "hang",
 }  # fmt: skip
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:60rem;
@@ -198,6 +198,21 @@ def nccl_rows(report: dict) -> list[dict]:
         for k, v in facts.items()
         if v not in (None, [], "")
     ]
+
+
+def hang_rows(report: dict) -> tuple[str, list[dict] | str]:
+    """The hang section: its sentence and its findings (who never entered, mismatched or
+    stuck), or why it is not available."""
+    h = report.get("hang") or {}
+    if not h.get("present"):
+        return f"{NA}: {h.get('reason') or 'no hang section'}", []
+    rows = [
+        {"group": f["pg_name"], "seq": f["seq"], "kind": f["kind"], "op": f["op_name"],
+         "culprit ranks": _text(f["culprit_ranks"]), "other ranks": _text(f["other_ranks"]),
+         "expected": f["expected"], "culprits passed": _text(f["culprit_values"])}
+        for f in h.get("findings") or []
+    ]  # fmt: skip
+    return h.get("verdict") or NA, rows or "no rank missing, mismatched or stuck"
 
 
 def rank_rows(report: dict) -> list[dict]:
@@ -423,6 +438,9 @@ def render_html(report: dict, extra: dict | None = None, charts: bool = True) ->
         p.append("<ul>" + "".join(f"<li>{esc(_text(f))}</li>" for f in findings) + "</ul>")
     p.append(_html_table(nccl_rows(report)) if n.get("present") else
              f"<p class='na'>{esc(n.get('hint') or NA)}</p>")  # fmt: skip
+    hang_text, hang_table = hang_rows(report)
+    p.append(f"<h2 id='hang'>Hang (Flight Recorder)</h2><p>{esc(hang_text)}</p>")
+    p.append(_html_table(hang_table) if hang_table else "")
     p.append("<h2 id='checklist'>Checklist</h2><ul>")
     for i in checklist(report):
         status = str(i.get("status"))
@@ -503,6 +521,9 @@ def render_markdown(report: dict, extra: dict | None = None) -> str:
         if head == "NCCL":
             out += [f"- {_md(f)}" for f in (report.get("nccl") or {}).get("findings") or []]
         out += [_md_table(rows), ""]
+    hang_text, hang_table = hang_rows(report)
+    out += ["## Hang (Flight Recorder)", "", _md(hang_text), ""]
+    out += [_md_table(hang_table), ""] if hang_table else []
     out += ["## Checklist", ""]
     out += [
         f"- **{_md(str(i.get('status')).replace('_', ' '))}** — {_md(i.get('title'))}: "

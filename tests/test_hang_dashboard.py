@@ -3,6 +3,7 @@ key, its checklist item and its text rendering, on the real hung gloo runs of sa
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -68,3 +69,14 @@ def test_checklist_item_without_dumps(store):
     assert not r["hang"]["present"]
     item = next(i for i in r["checklist"] if i["key"] == "hang")
     assert item["status"] == "not_observable"
+
+
+def test_postmortem_export_has_the_hang_section(store, tmp_path):
+    verdict = report_of(store, "skip")["hang"]["verdict"]
+    html_file, md_file = tmp_path / "p.html", tmp_path / "p.md"
+    assert main(["export", "--db", str(store), "--run", "skip", "--out", str(html_file)]) == 0
+    page = html_file.read_text()
+    assert "<h2 id='hang'>Hang (Flight Recorder)</h2>" in page and html.escape(verdict) in page
+    assert main(["export", "--db", str(store), "--run", "skip", "--out", str(md_file)]) == 0
+    text = md_file.read_text()
+    assert "## Hang (Flight Recorder)" in text and "never entered it" in text
