@@ -12,10 +12,12 @@ result is lost; an exception the function raises in a child is raised here.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pickle
 import signal
 import struct
+import sys
 import threading
 import time
 import warnings
@@ -25,6 +27,44 @@ from typing import TypeVar
 R = TypeVar("R")
 MAX_ITEMS = 1024  # tokens of 4 bytes: at most PIPE_BUF, so writing them never blocks
 STUCK_S = 60.0  # a child this much (or 4x this side's time) later than this side is stuck
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+#: Environment variable naming the command's process to its helper processes (set by
+#: `mark_command`), which end themselves if it is gone before they are tied to their parent.
+COMMAND_PID = "COMMWALL_COMMAND_PID"
+
+
+def mark_command() -> None:
+    """Name this process as the command that helper processes started from now on serve."""
+    os.environ[COMMAND_PID] = str(os.getpid())
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this (child) process when its parent dies, even by `kill -9`
+    (Linux; elsewhere nothing): no worker outlives the command that started it."""
+    if sys.platform != "linux":
+        return
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    command = int(os.environ.get(COMMAND_PID) or 0)
+    if os.getppid() != parent or (command and not exists(command)):
+        os._exit(1)  # the parent, or the command, died before this took effect
+
+
+def exists(pid: int) -> bool:
+    """Whether process `pid` exists (of any user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def cores() -> int:
@@ -89,6 +129,7 @@ def _fork(fn: Callable[[int], R], tokens: int) -> tuple[int, threading.Thread, l
 
 
 def _child(fn: Callable[[int], R], tokens: int, results: int, w: int) -> None:  # pragma: no cover
+    die_with_parent()
     os.close(results)
     try:
         try:

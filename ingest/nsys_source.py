@@ -7,6 +7,8 @@ file; a binary report (`.nsys-rep`, `.qdrep`) is exported with `nsys export --ty
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,9 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ingest.errors import IngestError
+from ingest.forked import exists
 from ingest.sources import inflate, is_gzip
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Temporary directories are named for the process that made them (`commwall-nsys-<pid>-…`),
+#: so that one left by a killed process is recognised and removed by the next.
+TEMP_PREFIX = "commwall-nsys-"
+_TEMP_PID = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 EXPORT_SUFFIXES = (".sqlite", ".sqlite.gz")
 
@@ -57,13 +64,27 @@ def sqlite_file(path: Path, max_bytes: int) -> Iterator[Path]:
     if not is_report(path) and not is_gzip(path):
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="commwall-nsys-") as tmp:
+    reclaim_temp()
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         out = Path(tmp) / (path.name.split(".")[0] + ".sqlite")
         if is_report(path):
             _export(path, out)
         else:
             _gunzip(path, out, max_bytes)
         yield out
+
+
+def reclaim_temp(root: str | Path | None = None) -> list[Path]:
+    """Remove the temporary directories (unpacked exports) that processes killed before they
+    could clean up left behind: those named for a process that no longer exists. Returns them."""
+    gone = []
+    for d in Path(root or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
+        m = _TEMP_PID.match(d.name)
+        if m is None or not d.is_dir() or d.stat().st_uid != os.getuid() or exists(int(m[1])):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        gone.append(d)
+    return gone
 
 
 def _export(path: Path, out: Path) -> None:

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from ingest import formats
+from ingest import forked, formats
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
@@ -59,11 +59,13 @@ def outcomes(
 ) -> Iterator[tuple[Path, Future[Outcome]]]:
     """(path, future outcome) for every path, in order, parsed by `workers` processes (each
     decoding its file alone: the workers already use the cores)."""
-    context = multiprocessing.get_context(
-        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    )
+    forkserver = "forkserver" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if forkserver else "spawn")
+    if forkserver:  # no process outlives a killed command (ingest/forkserver_guard.py)
+        context.set_forkserver_preload(["__main__", "ingest.forkserver_guard"])
+    forked.mark_command()
     one = replace(opts, jobs=1)
-    pool = ProcessPoolExecutor(workers, mp_context=context)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=forked.die_with_parent)
     try:
         todo = iter(paths)
         ahead: deque[tuple[Path, Future[Outcome]]] = deque()
