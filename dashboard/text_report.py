@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from dashboard.hang_text import render_hang
 from dashboard.nccl_text import render_nccl
 
 Table = Callable[[pd.DataFrame], str]
@@ -160,6 +161,7 @@ RENDERERS: dict[str, Callable[[Any, Table], str]] = {
     "stragglers": _stragglers,
     "collectives": _collectives,
     "nccl": render_nccl,
+    "hang": render_hang,
 }
 
 TITLES = {
@@ -170,6 +172,7 @@ TITLES = {
     "stragglers": "Stragglers",
     "collectives": "Collectives across ranks",
     "nccl": "NCCL logs",
+    "hang": "Hang (Flight Recorder)",
 }
 
 

@@ -61,6 +61,9 @@ def test_cli_json_text_and_report(store, capsys):
     assert report["hang"]["verdict"] == s["verdict"]
     item = next(i for i in report["checklist"] if i["key"] == "hang")
     assert (item["status"], item["evidence"]) == ("attention", s["verdict"])
+    assert main(["report", "--db", str(store), "--run", "op"]) == 0
+    text = capsys.readouterr().out
+    assert f"== Hang (Flight Recorder)\n{s['verdict']}\n" in text
     assert main(["hang", "--db", str(store), "--run", "nope"]) == 2
 
 
