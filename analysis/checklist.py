@@ -68,7 +68,9 @@ def nic_firmware(report: dict) -> Item:
 
 
 def stragglers(report: dict) -> Item:
-    """Straggler nodes (often thermal throttling): from the straggler analysis."""
+    """Straggler nodes (often thermal throttling): attention only for a *compute* straggler (a
+    slow device does more operator time for the same work); a rank late without extra work is
+    not a slow device, and a CPU run gets no GPU advice."""
     title, page = "Straggler nodes (thermal throttling)", "stragglers"
     s = report.get("stragglers")
     if not isinstance(s, dict) or not s.get("ranks"):
@@ -78,21 +80,48 @@ def stragglers(report: dict) -> Item:
             page,
             NOT_OBSERVABLE,
             "No straggler analysis: it needs collectives matched across at least two ranks.",
-            "Upload one Kineto trace or Nsight export per rank.",
+            "Upload one trace per rank (Kineto traces, or Nsight exports of every rank).",
         )
-    flagged = list(s.get("flagged") or [])
+    ranks = {r.get("rank"): r for r in s["ranks"] if isinstance(r, dict)}
+    flagged = [ranks[r] for r in s.get("flagged") or [] if r in ranks]
     if not flagged:
         return _item("stragglers", title, page, OK, s.get("verdict") or "No rank was flagged.")
-    hosts = {r.get("rank"): r.get("host") for r in s["ranks"] if isinstance(r, dict)}
-    who = ", ".join(f"rank {r}" + (f" ({hosts[r]})" if hosts.get(r) else "") for r in flagged)
+
+    def who(r: dict) -> str:
+        return f"rank {r['rank']}" + (f" ({r['host']})" if r.get("host") else "")
+
+    compute = [r for r in flagged if r.get("kind") == "compute"]
+    if not compute:
+        names = ", ".join(
+            f"{who(r)} ({(r.get('compute_ratio') or 0):.2f}x the median operator work)"
+            for r in flagged
+        )
+        return _item(
+            "stragglers",
+            title,
+            page,
+            OK,
+            f"Straggler {names} does no more operator work than the median rank: not a slow "
+            "device, so not thermal throttling. The diagnosis says where its time goes (host, "
+            "input pipeline or launch delay).",
+        )
+    names = ", ".join(f"{who(r)} ({(r.get('compute_ratio') or 0):.2f}x)" for r in compute)
+    gpu = (report.get("run_info") or {}).get("device_kind") == "gpu"
+    hint = (
+        "On those hosts check GPU clocks and temperature (nvidia-smi -q -d "
+        "PERFORMANCE,TEMPERATURE: thermal or power slowdown) and compare with a healthy node."
+        if gpu
+        else "This is a CPU run: check the CPU frequency governor and other load on those hosts "
+        "(top, turbostat), and whether the rank gets more data than the others."
+    )
     return _item(
         "stragglers",
         title,
         page,
         ATTENTION,
-        f"Flagged: {who}. {s.get('verdict') or ''}".strip(),
-        "On those hosts check GPU clocks and temperature (`nvidia-smi -q -d "
-        "PERFORMANCE,TEMPERATURE`: thermal or power slowdown) and compare with a healthy node.",
+        f"Compute straggler: {names} the median rank's operator time. "
+        f"{s.get('verdict') or ''}".strip(),
+        hint,
     )
 
 
@@ -358,4 +387,14 @@ ITEMS: list[Callable[..., Item]] = [
 
 def evaluate(report: dict, link_peak_gbps: float | None = None) -> list[Item]:
     """Every checklist item for `report`; `link_peak_gbps` enables the bus-bandwidth check."""
-    return [busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS]
+    return ordered([busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS])
+
+
+#: How items are shown: those needing attention first, then ok, then the unobservable.
+STATUS_ORDER = (ATTENTION, OK, NOT_OBSERVABLE)
+
+
+def ordered(items: list[Item]) -> list[Item]:
+    """`items` by STATUS_ORDER, keeping ITEMS' order within one status."""
+    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
+    return sorted(items, key=lambda i: rank.get(i["status"], len(rank)))

@@ -18,11 +18,14 @@ import pandas as pd
 from analysis.checklist import evaluate as checklist
 from analysis.collectives import collectives_section
 from analysis.db import run_id
+from analysis.diagnosis import diagnose
 from analysis.hang import hang_section
 from analysis.model.section import model_section
 from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
+from analysis.replay import replay_section
 from analysis.stragglers import stragglers_section
+from analysis.summary import decomposition_section, summary_section
 
 NS_PER_MS = 1e6
 _log = logging.getLogger("commwall.report")
@@ -91,39 +94,21 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     n_steps = con.execute(
         "SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [rid]
     ).fetchone()[0]
+    on_gpu = con.execute(
+        "SELECT count(*) > 0 FROM (SELECT 1 FROM activities WHERE run_id = ?"
+        " AND cat IN ('kernel', 'gpu_memcpy', 'gpu_memset') LIMIT 1)",
+        [rid],
+    ).fetchone()[0]
     return {
         "files": {f: n for f, n in files},
         "n_ranks": r[0],
         "world_size": r[1],
         "gpus": sorted(r[2] or []),
+        "device_kind": "gpu" if on_gpu else "cpu",
         "backends": sorted(r[3] or []),
         "time_bases": sorted(r[4] or []),
         "hosts": sorted(r[5] or []),
         "n_steps": n_steps,
-    }
-
-
-def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
-    """Run-level headline: medians over ranks of the per-step metrics (whole trace when the
-    run has no steps), and the share of step time lost to exposed communication."""
-    df = step_overlap(con, rid)
-    scope = "steps"
-    if df.empty:
-        df, scope = rank_overlap(con, rid), "whole trace"
-    if df.empty:
-        return {"scope": scope}
-    span = df["span_ns"].sum()
-    return {
-        "scope": scope,
-        "step_ms": _clean(df["span_ns"].median()) / NS_PER_MS,
-        "tau_comp_ms": _clean(df["compute_ns"].median()) / NS_PER_MS,
-        "tau_comm_ms": _clean(df["comm_ns"].median()) / NS_PER_MS,
-        "overlap_ms": _clean(df["both_ns"].median()) / NS_PER_MS,
-        "exposed_comm_ms": _clean(df["exposed_comm_ns"].median()) / NS_PER_MS,
-        "idle_ms": _clean(df["idle_ns"].median()) / NS_PER_MS,
-        "eta": _clean(df["eta"].median()),
-        "gamma": _clean(df["gamma"].median()),
-        "exposed_comm_share": _clean(df["exposed_comm_ns"].sum() / span) if span else None,
     }
 
 
@@ -133,7 +118,9 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
     "summary": summary_section,
     "ranks": ranks_section,
     "steps": steps_section,
+    "decomposition": decomposition_section,
     "stragglers": stragglers_section,
+    "replay": replay_section,
     "collectives": collectives_section,
     "nccl": nccl_section,
     "model": model_section,
@@ -142,7 +129,7 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
 
 
 #: Sections derived from the others: key → function(report so far).
-DERIVED: dict[str, Callable[[dict], Any]] = {"checklist": checklist}
+DERIVED: dict[str, Callable[[dict], Any]] = {"diagnosis": diagnose, "checklist": checklist}
 
 
 def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True) -> dict:

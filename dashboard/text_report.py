@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
+from analysis.checklist import ordered
 from dashboard.hang_text import render_hang
 from dashboard.nccl_text import render_nccl
 
@@ -20,7 +22,7 @@ def _summary(s: dict, table: Table) -> str:
         return "no timeline activity"
     share = s.get("exposed_comm_share")
     lines = [
-        f"scope: {s['scope']} (medians over ranks and steps)",
+        f"scope: {s['scope']} ({s.get('aggregation', 'medians over ranks and steps')})",
         f"step {s['step_ms']:.3f} ms | τ_comp {s['tau_comp_ms']:.3f} ms | "
         f"τ_comm {s['tau_comm_ms']:.3f} ms | overlap {s['overlap_ms']:.3f} ms",
         f"η {_f(s['eta'])} | γ {_f(s['gamma'])} | exposed comm {s['exposed_comm_ms']:.3f} ms"
@@ -66,6 +68,12 @@ def _collectives(c: dict, table: Table) -> str:
     )
 
 
+def _gpus(r: dict) -> str:
+    if r.get("gpus"):
+        return ", ".join(r["gpus"])
+    return "GPU (model not recorded)" if r.get("device_kind") == "gpu" else "none (CPU traces)"
+
+
 def _run_info(r: dict, table: Table) -> str:
     files = ", ".join(f"{n} {fmt}" for fmt, n in r.get("files", {}).items()) or "none"
     parts = [
@@ -73,7 +81,7 @@ def _run_info(r: dict, table: Table) -> str:
         f"ranks: {r.get('n_ranks')} (world size {r.get('world_size') or 'not recorded'})",
         f"steps: {r.get('n_steps')}",
         f"backends: {', '.join(r.get('backends') or []) or 'not recorded'}",
-        f"GPUs: {', '.join(r.get('gpus') or []) or 'none (CPU traces)'}",
+        f"GPUs: {_gpus(r)}",
         f"hosts: {', '.join(r.get('hosts') or []) or 'not recorded'}",
         f"time bases: {', '.join(r.get('time_bases') or [])}",
     ]
@@ -82,7 +90,17 @@ def _run_info(r: dict, table: Table) -> str:
     return shown + ("\n" + _generic(rest, table) if rest else "")
 
 
-_RUN_KEYS = ("files", "n_ranks", "world_size", "n_steps", "backends", "gpus", "hosts", "time_bases")
+_RUN_KEYS = (
+    "files",
+    "n_ranks",
+    "world_size",
+    "n_steps",
+    "backends",
+    "gpus",
+    "device_kind",
+    "hosts",
+    "time_bases",
+)
 _MODEL_ROWS = (
     "step_ms",
     "tau_comp_ms",
@@ -134,14 +152,39 @@ def _model(m: dict, table: Table) -> str:
     return "\n".join(lines)
 
 
+def _diagnosis(d: dict, table: Table) -> str:
+    return textwrap.fill(d.get("paragraph") or "not available", width=100)
+
+
+def _decomposition(d: dict, table: Table) -> str:
+    if not d.get("ranks"):
+        return "not available: no timeline activity"
+    cols = ["rank", "step_ms", *d["parts"]]
+    head = "parts of the step (ms; they add up to step_ms), run mean: " + ", ".join(
+        f"{k.removesuffix('_ms')} {d['run'][k]:.3f}" for k in d["parts"]
+    )
+    return head + "\n" + table(pd.DataFrame(d["ranks"])[cols])
+
+
+def _replay(r: dict, table: Table) -> str:
+    if not r.get("available"):
+        return f"not available: {r.get('reason')}"
+    head = (
+        f"measured step {r['measured_step_ms']:.3f} ms ({r['statistic']}), replayed "
+        f"{r['replayed_step_ms']:.3f} ms (error {100 * (r['replay_error'] or 0):.2f}%)"
+    )
+    rows = [{k: w[k] for k in ("key", "step_ms", "saving_ms", "saving_pct", "label")}
+            for w in r["whatifs"]]  # fmt: skip
+    return head + "\n" + table(pd.DataFrame(rows))
+
+
 _MARKS = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]"}
 
 
 def _checklist(items: list[dict], table: Table) -> str:
     """Items needing attention first, then those the run shows fine, then the unobservable."""
-    order = {s: i for i, s in enumerate(_MARKS)}
     out = []
-    for it in sorted(items, key=lambda i: order.get(i["status"], len(order))):
+    for it in ordered(items):
         mark = _MARKS.get(it["status"], f"[{it['status']}]")
         out.append(f"{mark} {it['title']} ({it['status'].replace('_', ' ')})")
         out.append(f"      evidence: {it['evidence']}")
@@ -152,6 +195,9 @@ def _checklist(items: list[dict], table: Table) -> str:
 
 #: Renderers per report key; keys without one are printed generically.
 RENDERERS: dict[str, Callable[[Any, Table], str]] = {
+    "diagnosis": _diagnosis,
+    "decomposition": _decomposition,
+    "replay": _replay,
     "run_info": _run_info,
     "model": _model,
     "checklist": _checklist,
@@ -165,6 +211,9 @@ RENDERERS: dict[str, Callable[[Any, Table], str]] = {
 }
 
 TITLES = {
+    "diagnosis": "Diagnosis: why",
+    "decomposition": "Where the step goes",
+    "replay": "What-if replay of the measured run",
     "run_info": "Run",
     "summary": "Summary",
     "ranks": "Per rank (whole trace)",
@@ -180,7 +229,9 @@ def render_text(report: dict, table: Table) -> str:
     """The report as sections of text."""
     out = [f"commwall report — run {report['run']}"]
     errors = report.get("analysis_errors") or {}
-    for key, value in report.items():
+    first = [k for k in ("diagnosis",) if k in report]
+    for key in [*first, *(k for k in report if k not in first)]:
+        value = report[key]
         if key in ("run", "analysis_errors"):
             continue
         title = TITLES.get(key, key.replace("_", " ").capitalize())

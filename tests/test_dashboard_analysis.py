@@ -45,7 +45,9 @@ def status(items, key):
 
 def test_checklist_is_a_report_section_with_every_item(dlrm):
     items = dlrm["checklist"]
-    assert [i["key"] for i in items] == [f.__name__ for f in checklist.ITEMS]
+    assert sorted(i["key"] for i in items) == sorted(f.__name__ for f in checklist.ITEMS)
+    order = [checklist.STATUS_ORDER.index(i["status"]) for i in items]
+    assert order == sorted(order)  # attention first, then ok, then not observable
     for i in items:
         assert i["status"] in (checklist.ATTENTION, checklist.OK, checklist.NOT_OBSERVABLE)
         assert i["evidence"] and i["title"] and i["page"]
@@ -73,10 +75,12 @@ def test_a_failing_section_is_recorded_not_raised(con, dlrm, monkeypatch):
 
 def test_checklist_on_dlrm_decides_from_the_data(dlrm):
     items = dlrm["checklist"]
-    # 39.7 % of the step is exposed communication; rank 7 is the straggler
+    # 39.7 % of the step is exposed communication; rank 7 causes the most waiting, but one step
+    # is not enough to call it a persistent straggler, and its GPU work is the median rank's, so
+    # the thermal-throttling item is not raised
     assert status(items, "exposed_comm") == checklist.ATTENTION
     assert "39.7%" in next(i for i in items if i["key"] == "exposed_comm")["evidence"]
-    assert status(items, "stragglers") == checklist.ATTENTION
+    assert status(items, "stragglers") == checklist.OK
     assert "rank 7" in next(i for i in items if i["key"] == "stragglers")["evidence"]
     # no NCCL log, no link peak: the NCCL and busbw items cannot be decided
     for key in ("socket_transport", "gdr", "nccl_versions", "nccl_warnings", "busbw"):

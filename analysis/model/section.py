@@ -36,7 +36,6 @@ from analysis.model.heldout import CALIBRATED_MEDIAN_APE, folds, summary
 from analysis.model.nccl_run import NCCL_OPS, nccl_times, run_topo
 from analysis.model.scenario import Scenario, comm_time, predict, vary
 from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
-from analysis.overlap import rank_overlap, step_overlap
 
 NOT_CALIBRATED = "not calibrated: no matched collectives"
 TOO_FEW = "not calibrated: fewer than 2 matched collectives of any one op"
@@ -90,23 +89,21 @@ def topology_facts(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
 
 
 def measured_step(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
-    """Medians over (rank, step) of the step metrics (whole trace per rank without steps), s."""
-    df, scope = step_overlap(con, rid), "steps"
+    """The run summary (sql/summary.sql: the mean (rank, step) row, whole trace per rank
+    without steps) in seconds: the same measured figures as the report's `summary`."""
+    df = con.execute("SELECT * FROM run_summary(?)", [rid]).df()
     if df.empty:
-        df, scope = rank_overlap(con, rid), "whole trace"
-    if df.empty:
-        return {"scope": scope}
-    med = df[["span_ns", "compute_ns", "comm_ns", "both_ns", "exposed_comm_ns", "idle_ns"]]
-    m = (med.median() * 1e-9).to_dict()
+        return {"scope": "steps"}
+    r = df.iloc[0]
     return {
-        "scope": scope,
-        "step_s": m["span_ns"],
-        "compute_s": m["compute_ns"],
-        "comm_s": m["comm_ns"],
-        "overlap_s": m["both_ns"],
-        "exposed_comm_s": m["exposed_comm_ns"],
-        "idle_s": m["idle_ns"],
-        "eta": _num(df["eta"].median()),
+        "scope": r["scope"],
+        "step_s": float(r["step_ns"]) * 1e-9,
+        "compute_s": float(r["tau_comp_ns"]) * 1e-9,
+        "comm_s": float(r["tau_comm_ns"]) * 1e-9,
+        "overlap_s": float(r["overlap_ns"]) * 1e-9,
+        "exposed_comm_s": float(r["exposed_comm_ns"]) * 1e-9,
+        "idle_s": float(r["idle_ns"]) * 1e-9,
+        "eta": _num(r["eta"]),
     }
 
 

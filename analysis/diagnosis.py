@@ -1,0 +1,266 @@
+"""The answer to "why": one paragraph, with numbers, derived from the other report sections.
+
+Rules (docs/diagnosis.md; thresholds in analysis/policy.py):
+
+* **Wall or not**: exposed communication (transfer + waiting not hidden by compute) above
+  ``WALL_EXPOSED_SHARE`` of the step is a communication wall.
+* **What dominates** the step: the largest of exposed transfer (bandwidth-bound), exposed wait
+  (synchronisation / straggler-bound), idle (host-, input- or launch-bound) and memory-only
+  (memory-bound), when it takes at least ``CAUSE_MIN_SHARE`` of the step; otherwise compute
+  (healthy, compute-bound). Every other part above the line is named as well.
+* **Who**: the ranks that cause the waiting, by their share of it (stragglers.sql), flagged ones
+  marked persistent, each with why it was late (more operator work than the median rank, or late
+  without it: host, input or launch delay) and its idle time against the median rank's.
+* **How much faster**: the replay's what-ifs (analysis/replay.py), ranked; the first one that is
+  a fix (not the "everything hidden" bound) names the fix.
+* The predicted verdict (model section) is reconciled in words when it disagrees.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from analysis import policy
+from analysis.summary import PART_LABELS
+
+#: Non-compute parts that can be a cause, with the class each one names.
+CAUSES: dict[str, tuple[str, str]] = {
+    "exposed_transfer_ms": ("bandwidth", "bandwidth-bound: data transfer is exposed"),
+    "exposed_wait_ms": ("synchronisation", "synchronisation-bound: waiting for late ranks"),
+    "idle_ms": ("host", "host-, input- or launch-bound: the timeline sits idle"),
+    "memory_only_ms": ("memory", "memory-bound: memory copies alone"),
+}
+COMPUTE = ("compute", "compute-bound: communication is hidden or small")
+
+#: What-ifs that are bounds rather than fixes: nobody can make every rank arrive first, and
+#: hiding all communication is the ceiling of every communication fix.
+BOUNDS = {"comm_hidden", "no_wait"}
+
+
+def _f(ms: float | None) -> str:
+    if ms is None:
+        return "n/a"
+    return f"{ms:.1f} ms" if abs(ms) >= 1 else f"{ms:.2f} ms"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def _culprits(report: dict) -> list[dict]:
+    """Ranks causing the waiting, largest share first (share >= 10% of all waiting)."""
+    ranks = (report.get("stragglers") or {}).get("ranks") or []
+    total = sum(r.get("wait_caused_ms") or 0 for r in ranks)
+    if total <= 0:
+        return []
+    decomp = {r["rank"]: r for r in (report.get("decomposition") or {}).get("ranks") or []}
+    idles = [r.get("idle_ms") or 0 for r in decomp.values()]
+    med_idle = median(idles) if idles else None
+    out = []
+    for r in sorted(ranks, key=lambda r: -(r.get("wait_caused_ms") or 0)):
+        share = (r.get("wait_caused_ms") or 0) / total
+        if share < 0.10 or len(out) >= 2:
+            break
+        ratio = r.get("compute_ratio")
+        if r.get("kind") == "compute" or (not r.get("flagged") and ratio and ratio >= 1.1):
+            why = f"it does {ratio:.2f}x the median rank's operator work (a compute straggler)"
+            kind = "compute"
+        elif ratio is not None:
+            why = (
+                f"it is late without doing more operator work ({ratio:.2f}x the median rank):"
+                " a host, input-pipeline or launch delay"
+            )
+            kind = "other"
+        else:
+            why = "no operator time to compare it on"
+            kind = "unknown"
+        idle = decomp.get(r["rank"], {}).get("idle_ms")
+        out.append(
+            {
+                "rank": r["rank"],
+                "host": r.get("host"),
+                "share_of_wait": share,
+                "wait_caused_ms": r.get("wait_caused_ms"),
+                "n_last": r.get("n_last"),
+                "n_instances": r.get("n_instances"),
+                "flagged": bool(r.get("flagged")),
+                "kind": kind,
+                "why": why,
+                "idle_ms_per_step": idle,
+                "median_idle_ms_per_step": med_idle,
+            }
+        )
+    return out
+
+
+def _culprit_sentence(c: dict, n_steps: int | None) -> str:
+    host = f" (host {c['host']})" if c.get("host") else ""
+    persistent = "a persistent straggler" if c["flagged"] else "not persistent enough to flag"
+    s = (
+        f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it, last in "
+        f"{c['n_last']}/{c['n_instances']} collectives ({persistent}); {c['why']}"
+    )
+    idle, med = c.get("idle_ms_per_step"), c.get("median_idle_ms_per_step")
+    if c["kind"] != "compute" and idle is not None and med is not None and idle > med + 0.05:
+        s += f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the median rank"
+    return s
+
+
+def _fix(report: dict) -> dict | None:
+    rep = report.get("replay") or {}
+    fixes = [w for w in rep.get("whatifs") or [] if w["key"] not in BOUNDS]
+    return fixes[0] if fixes and fixes[0]["saving_ms"] > 0 else None
+
+
+def _whatif_sentence(report: dict) -> str | None:
+    rep = report.get("replay") or {}
+    if not rep.get("available"):
+        return None
+    ws = [w for w in rep.get("whatifs") or [] if w["key"] not in BOUNDS][:3]
+    if not ws:
+        return None
+    items = "; ".join(
+        f"{w['label']}: {_f(w['step_ms'])} ({w['saving_pct']:+.0f}%)".replace("(+", "(−")
+        if w["saving_pct"] > 0
+        else f"{w['label']}: {_f(w['step_ms'])} (no gain)"
+        for w in ws
+    )
+    bounds = {w["key"]: w for w in rep.get("whatifs") or [] if w["key"] in BOUNDS}
+    tail = ""
+    if bounds:
+        tail = (
+            " Bounds: "
+            + "; ".join(f"{w['label']}: {_f(w['step_ms'])}" for w in bounds.values())
+            + "."
+        )
+    return (
+        f"Replaying the measured run (slowest rank per step, median "
+        f"{_f(rep['measured_step_ms'])}, reproduced within "
+        f"{abs(100 * (rep['replay_error'] or 0)):.1f}%), the step would take: {items}.{tail}"
+    )
+
+
+def _prediction_sentence(report: dict, wall: bool) -> str | None:
+    pred = ((report.get("model") or {}).get("predicted") or {}).get("verdict")
+    if pred is None:
+        return None
+    says_wall = pred == "communication wall"
+    if says_wall == wall:
+        return None
+    if says_wall:
+        return (
+            "The α-β model predicts a communication wall for this job, but the measured step "
+            "hides or avoids it: trust the measurement for this run, the model for other settings."
+        )
+    return (
+        "The α-β model, which knows only data volumes and link speed, predicts no wall: the "
+        "measured exposed communication comes from what it does not model (waiting for late "
+        "ranks, unmodelled collectives or a slower link than fitted)."
+    )
+
+
+def diagnose(report: dict) -> dict:
+    """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix, and the
+    paragraph that leads the text report, the Overview and the export."""
+    s = report.get("summary") or {}
+    step = s.get("step_ms")
+    if not step:
+        return {
+            "available": False,
+            "reason": "no step time measured (no timeline activity in the traces)",
+            "paragraph": "Not available: no step time could be measured from these files.",
+        }
+    shares = {k: (s.get(k) or 0) / step for k in PART_LABELS}
+    exposed = s.get("exposed_comm_share") or 0.0
+    wall = exposed > policy.WALL_EXPOSED_SHARE
+    ranked = sorted(CAUSES, key=lambda k: -shares[k])
+    big = [k for k in ranked if shares[k] >= policy.CAUSE_MIN_SHARE]
+    cause, label = CAUSES[big[0]] if big else COMPUTE
+    culprits = _culprits(report)
+    n_steps = (report.get("run_info") or {}).get("n_steps")
+    scope = "step" if s.get("scope") == "steps" else "trace span per rank"
+
+    comm = (s.get("exposed_transfer_ms") or 0) + (s.get("exposed_wait_ms") or 0)
+    head = (
+        f"{'Communication wall' if wall else 'No communication wall'}: exposed communication is "
+        f"{_f(comm)} ({_pct(exposed)}) of the {_f(step)} {scope} — "
+        f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
+        f"{_f(s.get('exposed_wait_ms'))} of waiting for late ranks; compute takes "
+        f"{_f(s.get('tau_comp_ms'))}, {_f(s.get('compute_overlapped_ms'))} of it overlapped "
+        f"with communication; idle {_f(s.get('idle_ms'))} ({_pct(shares['idle_ms'])})."
+    )
+    sentences = [head]
+    if big:
+        names = ", ".join(f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in big)
+        sentences.append(f"The step is {label}. Largest non-compute parts: {names}.")
+    else:
+        sentences.append(
+            f"The step is {label}: no non-compute part reaches "
+            f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it."
+        )
+    if cause == "bandwidth" or "exposed_transfer_ms" in big:
+        sentences.append(_bandwidth_sentence(report))
+    if culprits and shares["exposed_wait_ms"] > 0.01:
+        sentences.append(
+            f"Of the waiting, {'; '.join(_culprit_sentence(c, n_steps) for c in culprits)}."
+        )
+    what = _whatif_sentence(report)
+    if what:
+        sentences.append(what)
+    fix = _fix(report)
+    if fix:
+        sentences.append(
+            f"Largest single fix: {fix['label']}, {_f(fix['saving_ms'])} faster per step "
+            f"({fix['saving_pct']:.0f}%)."
+        )
+    pred = _prediction_sentence(report, wall)
+    if pred:
+        sentences.append(pred)
+    paragraph = " ".join(x for x in sentences if x)
+    return {
+        "available": True,
+        "wall": wall,
+        "cause": cause,
+        "label": label,
+        "causes": [CAUSES[k][0] for k in big],
+        "shares": shares,
+        "exposed_comm_share": exposed,
+        "culprits": culprits,
+        "fix": fix,
+        "headline": head,
+        "paragraph": paragraph,
+    }
+
+
+def _bandwidth_sentence(report: dict) -> str:
+    ops = (report.get("collectives") or {}).get("ops") or []
+    model = report.get("model") or {}
+    measured = model.get("measured") or {}
+    parts: list[str] = []
+    for o in ops[:3]:
+        if o.get("busbw_GBps_median") is not None:
+            parts.append(
+                f"{o['op']} {o['busbw_GBps_median']:.3g} GB/s median bus bandwidth "
+                f"({o['count']} calls, median {_fmt_bytes(o.get('bytes_median'))})"
+            )
+    peak = measured.get("peak_busbw_GBps")
+    link = measured.get("link")
+    txt = "Measured: " + "; ".join(parts) if parts else "No bus bandwidth could be measured"
+    if peak and measured.get("busbw_GBps"):
+        txt += f"; {100 * measured['busbw_GBps'] / peak:.0f}% of the {link} peak ({peak:.0f} GB/s)"
+    fit = model.get("fit") or {}
+    if fit.get("beta_GBps") and str(fit.get("status", "")).startswith("calibrated"):
+        txt += f"; fitted β = {fit['beta_GBps']:.3g} GB/s"
+    return txt + "."
+
+
+def _fmt_bytes(b: Any) -> str:
+    if b is None:
+        return "size unknown"
+    b = float(b)
+    for unit in ("B", "KB", "MB", "GB"):
+        if b < 1000 or unit == "GB":
+            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
+        b /= 1000
+    return f"{b:.1f} GB"

@@ -1,0 +1,350 @@
+"""What-if replay of the measured run: the run's own timeline re-played with one thing changed.
+
+Model (docs/diagnosis.md). Per step, every rank is a chain of *gaps* and *collective calls*, on
+the aligned clock (sql/replay.sql):
+
+* the first call of a rank's step comes a gap after its window start; a later call comes a gap
+  after the rank's previous call, counted from that call's *end* when the rank arrived after it
+  had ended (it was blocked on it: a blocking collective, or a serial communication thread), from
+  its *arrival* otherwise (an asynchronous collective: the rank went on working); the window end
+  comes a gap after the last call, counted the same way;
+* every matched instance (>= 2 ranks, sizes agreeing) is a barrier: its transfer starts when its
+  last rank arrives (S) and takes the measured transfer T = E - S, E the instance's median end.
+
+Gaps hold whatever the rank did between calls (compute, memory copies, idle, other calls).
+Replaying with nothing changed reproduces every window exactly (up to non-causal instances,
+E < S, whose transfer is taken as 0). A what-if changes gaps or barriers and replays: the step
+time of a step is its slowest rank's (window start to replayed window end), and the run's is the
+median over steps (job_step).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from analysis import policy
+from analysis.units import NS_PER_MS
+
+
+@dataclass
+class _Call:
+    rank: int
+    ik: int
+    arrival: int
+    dep: str  # 'window' | 'arrival' (previous call's arrival) | 'end' (an instance's end)
+    prev: int  # index in the rank's chain of the call depended on (-1 for 'window')
+    gap: int
+    idle: int
+
+
+@dataclass
+class _Rank:
+    rank: int
+    start: int
+    end: int
+    calls: list[_Call] = field(default_factory=list)
+    tail_dep: str = "window"
+    tail_prev: int = -1
+    tail_gap: int = 0
+    tail_idle: int = 0
+
+
+@dataclass
+class _Step:
+    step: int
+    ranks: dict[int, _Rank]
+    last: dict[int, int]  # ik -> measured last arrival S
+    end: dict[int, int]  # ik -> measured end E
+    members: dict[int, list[tuple[int, int]]]  # ik -> [(rank, call index)]
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One change to replay: gap and barrier transformations."""
+
+    key: str
+    label: str
+    fixed_ranks: tuple[int, ...] = ()
+    barrier: str = "last"  # 'last' (measured semantics) | 'first' (nobody waits)
+    transfer_scale: float = 1.0
+    remove_idle: bool = False
+
+
+class _Busy:
+    """Busy time of one rank in any [a, b), from its merged busy intervals."""
+
+    def __init__(self, ts: np.ndarray, dur: np.ndarray) -> None:
+        self.start = ts
+        self.end = ts + dur
+        self.cum = np.concatenate([[0], np.cumsum(dur)])
+
+    def _upto(self, t: int) -> int:
+        i = bisect.bisect_right(self.start, t)  # intervals starting at or before t
+        if i == 0:
+            return 0
+        return int(self.cum[i - 1] + min(self.end[i - 1], t) - self.start[i - 1])
+
+    def idle(self, a: int, b: int) -> int:
+        if b <= a:
+            return 0
+        return (b - a) - (self._upto(b) - self._upto(a))
+
+
+def _load(con: duckdb.DuckDBPyConnection, rid: int) -> list[_Step]:
+    wins = con.execute("SELECT * FROM replay_windows(?)", [rid]).df()
+    calls = con.execute("SELECT * FROM replay_calls(?)", [rid]).df()
+    busy_df = con.execute("SELECT * FROM replay_busy(?)", [rid]).df()
+    busy = {
+        int(r): _Busy(g["ts"].to_numpy(np.int64), g["dur"].to_numpy(np.int64))
+        for r, g in busy_df.groupby("rank", sort=False)
+    }
+    steps: list[_Step] = []
+    calls = calls.dropna(subset=["step"])
+    by_step = {int(s): g for s, g in calls.groupby("step", sort=True)}
+    for s, wg in wins.groupby("step", sort=True):
+        cg = by_step.get(int(s))
+        st = _Step(int(s), {}, {}, {}, {})
+        if cg is not None:
+            for ik, last, end in (
+                cg[["ik", "last_ts", "end_ts"]].drop_duplicates("ik").itertuples(index=False)
+            ):
+                st.last[int(ik)], st.end[int(ik)] = int(last), int(end)
+        for w in wg.itertuples(index=False):
+            rk = _Rank(int(w.rank), int(w.ts), int(w.ts + w.dur))
+            b = busy.get(rk.rank)
+            mine = cg[cg["rank"] == w.rank].sort_values("ts") if cg is not None else None
+            _chain(rk, mine, st, b)
+            st.ranks[rk.rank] = rk
+        steps.append(st)
+    return steps
+
+
+def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) -> None:
+    """Turn a rank's measured calls in a step into gaps with their dependencies: each call (and
+    the window end) depends on the latest of the rank's previous arrival and the ends of its
+    earlier instances that had finished by then (what it was last blocked on)."""
+
+    def idle(a: int, b: int) -> int:
+        return busy.idle(a, b) if busy is not None else 0
+
+    def dependency(t: int) -> tuple[int, str, int]:
+        if not rk.calls:
+            return rk.start, "window", -1
+        best = (rk.calls[-1].arrival, "arrival", len(rk.calls) - 1)
+        for j, c in enumerate(rk.calls):
+            e = st.end[c.ik]
+            if best[0] < e <= t:
+                best = (e, "end", j)
+        return best
+
+    if mine is not None:
+        for ik, ts in mine[["ik", "ts"]].itertuples(index=False):
+            ik, ts = int(ik), int(ts)
+            dep_t, dep, prev = dependency(ts)
+            rk.calls.append(_Call(rk.rank, ik, ts, dep, prev, max(ts - dep_t, 0), idle(dep_t, ts)))
+            st.members.setdefault(ik, []).append((rk.rank, len(rk.calls) - 1))
+    dep_t, rk.tail_dep, rk.tail_prev = dependency(rk.end)
+    rk.tail_gap = max(rk.end - dep_t, 0)
+    rk.tail_idle = idle(dep_t, rk.end)
+
+
+def _median_tail(st: _Step, fixed: set[int]) -> int | None:
+    """The median tail gap (last call to window end) of the ranks not fixed."""
+    tails = [rk.tail_gap for r, rk in st.ranks.items() if r not in fixed and rk.calls]
+    return int(np.median(tails)) if tails else None
+
+
+def _replay_step(st: _Step, w: WhatIf) -> dict[int, int]:
+    """Replayed window end of every rank of step `st` under what-if `w`."""
+    fixed = set(w.fixed_ranks) & set(st.ranks)
+    med_tail = _median_tail(st, fixed) if fixed else None
+
+    def gap_of(c: _Call) -> int:
+        return max(c.gap - c.idle, 0) if w.remove_idle else c.gap
+
+    arrival: dict[tuple[int, int], int] = {}
+    done: dict[int, int] = {}  # ik -> replayed end
+
+    def transfer(ik: int) -> int:
+        return int(max(st.end[ik] - st.last[ik], 0) * w.transfer_scale)
+
+    def arrive(r: int, k: int) -> int:
+        key = (r, k)
+        if key in arrival:
+            return arrival[key]
+        c = st.ranks[r].calls[k]
+        if r in fixed:
+            others = [arrive(q, j) for q, j in st.members[c.ik] if q not in fixed]
+            if others:
+                arrival[key] = int(np.median(others))
+                return arrival[key]
+        if c.dep == "window":
+            base = st.ranks[r].start
+        elif c.dep == "arrival":
+            base = arrive(r, c.prev)
+        else:
+            base = end(st.ranks[r].calls[c.prev].ik)
+        if k > 0:  # never before its own previous call (only a what-if can break this)
+            base = max(base, arrive(r, k - 1))
+        arrival[key] = base + gap_of(c)
+        return arrival[key]
+
+    def end(ik: int) -> int:
+        if ik not in done:
+            times = [arrive(r, k) for r, k in st.members[ik]]
+            start = max(times) if w.barrier == "last" else min(times)
+            done[ik] = start + transfer(ik)
+        return done[ik]
+
+    for ik in sorted(st.members, key=lambda i: (st.last[i], st.end[i])):
+        end(ik)
+    out = {}
+    for r, rk in st.ranks.items():
+        if not rk.calls:
+            out[r] = rk.end
+            continue
+        p = rk.tail_prev
+        base = end(rk.calls[p].ik) if rk.tail_dep == "end" else arrive(r, p)
+        base = max(base, arrive(r, len(rk.calls) - 1))
+        tail = med_tail if (r in fixed and med_tail is not None) else rk.tail_gap
+        if w.remove_idle:
+            tail = max(tail - rk.tail_idle, 0)
+        out[r] = base + tail
+    return out
+
+
+def replay(steps: list[_Step], w: WhatIf) -> pd.DataFrame:
+    """Replayed step time per (rank, step) under `w`: rank, step, measured_ns, replayed_ns."""
+    rows = []
+    for st in steps:
+        ends = _replay_step(st, w)
+        for r, rk in st.ranks.items():
+            rows.append((r, st.step, rk.end - rk.start, ends[r] - rk.start))
+    return pd.DataFrame(rows, columns=["rank", "step", "measured_ns", "replayed_ns"])
+
+
+def job_step(df: pd.DataFrame, col: str) -> float:
+    """The job's step time: per step the slowest rank's (a synchronous job waits for it), then
+    the median over steps."""
+    return float(df.groupby("step")[col].max().median())
+
+
+def standard_whatifs(
+    stragglers: list[int], top_rank: int | None, speedup: float = policy.WHATIF_TRANSFER_SPEEDUP
+) -> list[WhatIf]:
+    """The what-ifs every report replays: stragglers (or the rank causing the most waiting) at
+    the median rank's pace, nobody waiting, transfer `speedup`× faster, transfer hidden, all
+    exposed communication hidden, idle removed."""
+    out = [WhatIf("unchanged", "nothing changed (the replay of the measured run)")]
+    fix = tuple(stragglers) or ((top_rank,) if top_rank is not None else ())
+    if fix:
+        who = ", ".join(str(r) for r in fix)
+        what = "straggler" if stragglers else "rank causing the most waiting"
+        s = "s" if len(fix) > 1 else ""
+        out.append(
+            WhatIf(
+                "straggler_fixed",
+                f"{what}{s} {who} at the pace of the other ranks (median gaps)",
+                fixed_ranks=fix,
+            )
+        )
+    out += [
+        WhatIf("no_wait", "no rank waits for another (each collective starts at the first arrival)",
+               barrier="first"),
+        WhatIf(f"transfer_{speedup:g}x", f"data transfer {speedup:g}x faster (link or compression)",
+               transfer_scale=1 / speedup),
+        WhatIf("transfer_hidden", "data transfer fully hidden (takes no time on the critical path)",
+               transfer_scale=0.0),
+        WhatIf("comm_hidden", "all exposed communication hidden (no transfer, no waiting)",
+               barrier="first", transfer_scale=0.0),
+        WhatIf("idle_removed", "idle gaps removed (host, input pipeline, launch delays)",
+               remove_idle=True),
+    ]  # fmt: skip
+    return out
+
+
+@dataclass
+class ReplayResult:
+    """Measured and replayed step times and the ranked what-ifs."""
+
+    measured_ns: float
+    replayed_ns: float
+    whatifs: pd.DataFrame  # key, label, step_ns, saving_ns, saving_share (ranked)
+    per_step: pd.DataFrame  # rank, step, measured_ns, replayed_ns (unchanged)
+
+
+def replay_run(
+    con: duckdb.DuckDBPyConnection,
+    rid: int,
+    stragglers: list[int],
+    top_rank: int | None,
+    progress: Callable[[str], None] | None = None,
+) -> ReplayResult | None:
+    """Replay run `rid` unchanged and under the standard what-ifs; None when the run has no
+    steps with collective barriers to replay."""
+    steps = _load(con, rid)
+    if not steps or not any(st.members for st in steps):
+        return None
+    results = {}
+    per_step = None
+    for w in standard_whatifs(stragglers, top_rank):
+        if progress:
+            progress(w.key)
+        df = replay(steps, w)
+        if w.key == "unchanged":
+            per_step = df
+        results[w] = job_step(df, "replayed_ns")
+    assert per_step is not None
+    measured = job_step(per_step, "measured_ns")
+    base = results[next(w for w in results if w.key == "unchanged")]
+    rows = [
+        (w.key, w.label, v, base - v, (base - v) / base if base else None)
+        for w, v in results.items()
+        if w.key != "unchanged"
+    ]
+    table = pd.DataFrame(rows, columns=["key", "label", "step_ns", "saving_ns", "saving_share"])
+    table = table.sort_values("saving_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return ReplayResult(measured, base, table, per_step)
+
+
+def replay_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """The report's `replay`: measured and replayed step time (median over rank-step windows)
+    and the what-ifs ranked by the time they would save."""
+    ranks = con.execute("SELECT rank, flagged, caused_ns FROM straggler_ranks(?)", [rid]).df()
+    flagged = [int(r) for r in ranks.loc[ranks["flagged"], "rank"]]
+    top = None
+    if not ranks.empty and ranks["caused_ns"].max() > 0:
+        top = int(ranks.loc[ranks["caused_ns"].idxmax(), "rank"])
+    res = replay_run(con, rid, flagged, top)
+    if res is None:
+        return {
+            "available": False,
+            "reason": "no step windows with collectives matched across ranks to replay",
+            "whatifs": [],
+        }
+    err = (res.replayed_ns - res.measured_ns) / res.measured_ns if res.measured_ns else None
+    whatifs = [
+        {
+            "key": r.key,
+            "label": r.label,
+            "step_ms": r.step_ns / NS_PER_MS,
+            "saving_ms": r.saving_ns / NS_PER_MS,
+            "saving_pct": None if r.saving_share is None else 100 * r.saving_share,
+        }
+        for r in res.whatifs.itertuples(index=False)
+    ]
+    return {
+        "available": True,
+        "statistic": "median over steps of the slowest rank's window",
+        "measured_step_ms": res.measured_ns / NS_PER_MS,
+        "replayed_step_ms": res.replayed_ns / NS_PER_MS,
+        "replay_error": err,
+        "fixed_ranks": flagged or ([top] if top is not None else []),
+        "whatifs": whatifs,
+    }

@@ -1,0 +1,112 @@
+"""The run summary and the step decomposition, as report sections (sql/summary.sql and
+sql/decomposition.sql hold the definitions; every consumer reads these sections)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+
+from analysis.units import NS_PER_MS
+
+#: The six parts of a step, in the order they are stacked (JSON key → SQL column).
+PARTS: dict[str, str] = {
+    "compute_only_ms": "compute_only_ns",
+    "compute_overlapped_ms": "compute_overlapped_ns",
+    "exposed_transfer_ms": "exposed_transfer_ns",
+    "exposed_wait_ms": "exposed_wait_ns",
+    "memory_only_ms": "memory_only_ns",
+    "idle_ms": "idle_ns",
+}
+
+#: Words for each part, for text and charts.
+PART_LABELS: dict[str, str] = {
+    "compute_only_ms": "compute (not overlapped)",
+    "compute_overlapped_ms": "compute overlapped with communication",
+    "exposed_transfer_ms": "exposed transfer",
+    "exposed_wait_ms": "exposed wait for peers",
+    "memory_only_ms": "memory copies only",
+    "idle_ms": "idle",
+}
+
+
+def _num(v: Any) -> Any:
+    if v is None:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _ms(v: Any) -> float | None:
+    v = _num(v)
+    return None if v is None else v / NS_PER_MS
+
+
+def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """The report's `summary`: the mean (rank, step) row of the run and its ratios
+    (sql/summary.sql states the aggregation), with the median and p90 step."""
+    df = con.execute("SELECT * FROM run_summary(?)", [rid]).df()
+    if df.empty:
+        scope = (
+            "steps"
+            if con.execute("SELECT count(*) FROM steps WHERE run_id = ?", [rid]).fetchone()[0]
+            else "whole trace"
+        )
+        return {"scope": scope}
+    r = df.iloc[0]
+    out: dict[str, Any] = {
+        "scope": r["scope"],
+        "aggregation": "mean over (rank, step) windows",
+        "n_windows": int(r["n_rows"]),
+        "step_ms": _ms(r["step_ns"]),
+        "step_ms_median": _ms(r["step_median_ns"]),
+        "step_ms_p90": _ms(r["step_p90_ns"]),
+        "tau_comp_ms": _ms(r["tau_comp_ns"]),
+        "tau_comm_ms": _ms(r["tau_comm_ns"]),
+        "overlap_ms": _ms(r["overlap_ns"]),
+        "exposed_comm_ms": _ms(r["exposed_comm_ns"]),
+        "idle_ms": _ms(r["idle_ns"]),
+        "eta": _num(r["eta"]),
+        "gamma": _num(r["gamma"]),
+        "exposed_comm_share": _num(r["exposed_comm_share"]),
+    }
+    for key, col in PARTS.items():
+        out[key] = _ms(r[col])
+    return out
+
+
+def _part_records(df: Any, keys: tuple[str, ...]) -> list[dict]:
+    out = []
+    for row in df.to_dict("records"):
+        rec = {k: _num(row[k]) for k in keys}
+        rec["step_ms"] = _ms(row["step_ns"])
+        for key, col in PARTS.items():
+            rec[key] = _ms(row[col])
+        out.append(rec)
+    return out
+
+
+def decomposition_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """The report's `decomposition`: the run's step split into the six parts (means, adding up
+    to the mean step), per rank (means over its steps) and per (rank, step)."""
+    rows = con.execute("SELECT * FROM run_rows(?)", [rid]).df()
+    if rows.empty:
+        return {"scope": None, "parts": list(PARTS), "run": None, "ranks": [], "steps": []}
+    cols = ["step_ns", *PARTS.values()]
+    per_rank = rows.groupby("rank", as_index=False)[cols].mean()
+    run = {"step_ms": _ms(rows["step_ns"].mean())}
+    for key, col in PARTS.items():
+        run[key] = _ms(rows[col].mean())
+    steps = rows if rows["scope"].iloc[0] == "steps" else rows.iloc[0:0]
+    return {
+        "scope": rows["scope"].iloc[0],
+        "parts": list(PARTS),
+        "labels": PART_LABELS,
+        "run": run,
+        "ranks": _part_records(per_rank, ("rank",)),
+        "steps": _part_records(steps, ("rank", "step")),
+    }
