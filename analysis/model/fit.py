@@ -53,9 +53,35 @@ class AlphaBetaFit:
 
 
 def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least squares x·c ≈ y for a batch (x: k×n×p, y: k×n) by pseudo-inverse: never raises on
-    singular designs (minimum-norm solution)."""
-    return (np.linalg.pinv(x) @ y[..., None])[..., 0]
+    """Least squares x·c ≈ y for a batch (x: k×n×p, y: k×n, p <= 2): normal equations, with a
+    pseudo-inverse for the (near-)singular ones, so it never raises on singular designs
+    (minimum-norm solution)."""
+    xt = x.transpose(0, 2, 1)
+    a = xt @ x
+    b = (xt @ y[..., None])[..., 0]
+    if x.shape[-1] == 1:
+        ok = a[:, 0, 0] > 0
+        out = np.zeros((len(x), 1))
+        out[ok, 0] = b[ok, 0] / a[ok, 0, 0]
+        return out
+    det = a[:, 0, 0] * a[:, 1, 1] - a[:, 0, 1] * a[:, 1, 0]
+    ok = np.abs(det) > 1e-10 * np.abs(a[:, 0, 0] * a[:, 1, 1])
+    out = np.empty((len(x), 2))
+    d = np.where(ok, det, 1.0)
+    out[:, 0] = (a[:, 1, 1] * b[:, 0] - a[:, 0, 1] * b[:, 1]) / d
+    out[:, 1] = (a[:, 0, 0] * b[:, 1] - a[:, 1, 0] * b[:, 0]) / d
+    if not ok.all():
+        out[~ok] = (np.linalg.pinv(x[~ok]) @ y[~ok][..., None])[..., 0]
+    return out
+
+
+def _row_median(r: np.ndarray) -> np.ndarray:
+    """Median of each row of `r` ignoring NaN (rows with at least one number)."""
+    srt = np.sort(r, axis=1)  # NaN last
+    n = (~np.isnan(r)).sum(axis=1)
+    lo, hi = (np.maximum(n - 1, 0)) // 2, n // 2
+    rows = np.arange(len(r))
+    return (srt[rows, lo] + srt[rows, np.minimum(hi, r.shape[1] - 1)]) / 2
 
 
 def log_residuals(t: np.ndarray, pred: np.ndarray) -> np.ndarray:
@@ -64,23 +90,29 @@ def log_residuals(t: np.ndarray, pred: np.ndarray) -> np.ndarray:
     return np.log(t / np.maximum(pred, 1e-3 * t))
 
 
-def _irls(s: np.ndarray, t: np.ndarray, intercept: bool, iters: int = 50) -> np.ndarray:
+def _irls(
+    s: np.ndarray, t: np.ndarray, intercept: bool, iters: int = 50, mask: np.ndarray | None = None
+) -> np.ndarray:
     """Huber fit of t ≈ a + b·s on log residuals log(t / (a + b·s)), for a batch of samples
-    (rows of the 2-D arrays s, t), by Gauss-Newton with Huber weights (MAD scale) from the
-    relative least-squares start; returns an array of (a, b) rows with a >= 0 and b >= 0 (a
-    negative intercept is refitted through the origin, a negative slope as the median time)."""
+    (rows of the 2-D arrays s, t; `mask` False marks padding of shorter samples), by
+    Gauss-Newton with Huber weights (MAD scale) from the relative least-squares start; returns
+    an array of (a, b) rows with a >= 0 and b >= 0 (a negative intercept is refitted through
+    the origin, a negative slope as the median time)."""
+    m = np.ones(s.shape, bool) if mask is None else mask
+    s, t = np.where(m, s, 0.0), np.where(m, t, 1.0)
     scale = s.max(axis=1, keepdims=True)
     ones = np.ones_like(s)
     x = np.stack([ones, s / scale], axis=-1) if intercept else (s / scale)[..., None]
-    coef = _solve(x / t[..., None], ones)
+    coef = _solve(x * (m / t)[..., None], m * ones)
     for _ in range(iters):
         p = np.maximum((x @ coef[..., None])[..., 0], 1e-3 * t)
         res = np.log(t / p)
-        mad = np.median(np.abs(res - np.median(res, axis=1, keepdims=True)), axis=1) / 0.6745
+        r = np.where(m, res, np.nan)
+        mad = _row_median(np.abs(r - _row_median(r)[:, None])) / 0.6745
         u = np.abs(res) / np.maximum(HUBER_C * mad, 1e-300)[:, None]
-        sw = np.sqrt(np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-300))) / p
+        sw = m * np.sqrt(np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-300))) / p
         new = _solve(x * sw[..., None], p * (1 + res) * sw)
-        done = np.allclose(new, coef, rtol=1e-9, atol=0)
+        done = np.allclose(new, coef, rtol=1e-8, atol=0)
         coef = new
         if done:
             break
@@ -89,9 +121,10 @@ def _irls(s: np.ndarray, t: np.ndarray, intercept: bool, iters: int = 50) -> np.
         out[:, 0], out[:, 1] = coef[:, 0], coef[:, 1] / scale[:, 0]
         neg_a, neg_b = out[:, 0] < 0, out[:, 1] < 0
         if neg_a.any():
-            out[neg_a] = _irls(s[neg_a], t[neg_a], intercept=False, iters=iters)
+            out[neg_a] = _irls(s[neg_a], t[neg_a], False, iters, m[neg_a])
         flat = neg_b & ~neg_a
-        out[flat, 0], out[flat, 1] = np.median(t[flat], axis=1), 0.0
+        out[flat, 0] = _row_median(np.where(m[flat], t[flat], np.nan))
+        out[flat, 1] = 0.0
     else:
         out[:, 1] = coef[:, 0] / scale[:, 0]
     out[:, 1] = np.maximum(out[:, 1], 0.0)

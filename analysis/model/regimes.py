@@ -23,12 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.model.fit import HUBER_C, AlphaBetaFit, clean, fit_alpha_beta, log_residuals
+from analysis.model.fit import HUBER_C, AlphaBetaFit, _irls, clean, fit_alpha_beta
 
 MAX_SEGMENTS = 3
 #: At most this many candidate cut positions are tried (evenly spread over the sizes).
 MAX_CUTS = 16
-#: Relative residuals below this are treated as exact (keeps the BIC finite on exact data).
+#: Rows of one size the cut search uses at most (thinned evenly beyond).
+SEARCH_ROWS_PER_SIZE = 64
+#: Log residuals below this are treated as exact (keeps the BIC finite on exact data).
 RESIDUAL_FLOOR = 1e-6
 
 
@@ -63,12 +65,16 @@ def _flat(s: np.ndarray, t: np.ndarray) -> AlphaBetaFit:
     )
 
 
-def _score(res: np.ndarray, k: int, sigma: float) -> float:
-    """Robust BIC of log residuals `res` with k segments: twice the Huber loss of
-    res/sigma (sigma fixed across candidates) plus (3k − 1)·log n."""
-    u = np.abs(res) / sigma
-    loss = np.where(u <= HUBER_C, u**2 / 2, HUBER_C * u - HUBER_C**2 / 2).sum()
-    return 2 * float(loss) + (3 * k - 1) * math.log(max(len(res), 2))
+def _huber_loss(res: np.ndarray, sigma: float) -> np.ndarray:
+    """Twice the Huber loss of res/sigma, summed over the last axis (NaN entries count 0)."""
+    u = np.abs(np.nan_to_num(res)) / sigma
+    return 2 * np.where(u <= HUBER_C, u**2 / 2, HUBER_C * u - HUBER_C**2 / 2).sum(axis=-1)
+
+
+def _penalty(k: int, n: int) -> float:
+    """BIC penalty of k segments (α, β per segment and k − 1 cuts; a flat level is k = 0 with
+    one parameter)."""
+    return max(3 * k - 1, 1) * math.log(max(n, 2))
 
 
 def _cut_positions(n_sizes: int) -> list[int]:
@@ -77,6 +83,43 @@ def _cut_positions(n_sizes: int) -> list[int]:
     if len(pos) > MAX_CUTS:
         pos = sorted({pos[round(i)] for i in np.linspace(0, len(pos) - 1, MAX_CUTS)})
     return pos
+
+
+class _Ranges:
+    """Robust fits of contiguous ranges of distinct sizes, many at once (one padded batch), and
+    their log residuals; rows beyond SEARCH_ROWS_PER_SIZE of one size are thinned evenly for
+    the search (the chosen segments are refitted on every row)."""
+
+    def __init__(self, s: np.ndarray, t: np.ndarray, sizes: np.ndarray) -> None:
+        keep = np.zeros(len(s), bool)
+        for lo, hi in zip(
+            np.searchsorted(s, sizes), np.searchsorted(s, sizes, "right"), strict=True
+        ):
+            keep[
+                np.unique(np.linspace(lo, hi - 1, min(hi - lo, SEARCH_ROWS_PER_SIZE)).astype(int))
+            ] = True
+        self.s, self.t = s[keep], t[keep]
+        self.lo = np.searchsorted(self.s, sizes)
+        self.hi = np.searchsorted(self.s, sizes, "right")
+        self.res: dict[tuple[int, int], np.ndarray] = {}
+
+    def residuals(self, ranges: list[tuple[int, int]]) -> None:
+        """Fit every range (a, b) (distinct sizes a..b-1) not fitted yet, in one batch."""
+        todo = [r for r in dict.fromkeys(ranges) if r not in self.res]
+        if not todo:
+            return
+        first = np.array([self.lo[a] for a, _ in todo])
+        count = np.array([self.hi[b - 1] for _, b in todo]) - first
+        idx = first[:, None] + np.arange(count.max())[None, :]
+        mask = idx < (first + count)[:, None]
+        idx = np.minimum(idx, len(self.s) - 1)
+        s, t = self.s[idx], self.t[idx]
+        coef = _irls(s, t, True, mask=mask)
+        res = np.where(
+            mask, np.log(t / np.maximum(coef[:, :1] + coef[:, 1:] * s, 1e-3 * t)), np.nan
+        )
+        for r, row in zip(todo, res, strict=True):
+            self.res[r] = row
 
 
 def fit_regimes(
@@ -92,41 +135,44 @@ def fit_regimes(
     sizes = np.unique(s)
     if len(sizes) == 1:
         return RegimeFit((_flat(s, t),), slope_known=False)
-    starts = np.searchsorted(s, sizes)  # row index where each distinct size begins
-    cache: dict[tuple[int, int], tuple[AlphaBetaFit, np.ndarray]] = {}
-
-    def seg(i: int, j: int) -> tuple[AlphaBetaFit, np.ndarray]:
-        """Fit of distinct sizes i..j-1 and its relative residuals."""
-        if (i, j) not in cache:
-            lo, hi = starts[i], (starts[j] if j < len(sizes) else len(s))
-            f = fit_alpha_beta(s[lo:hi], t[lo:hi])
-            cache[i, j] = (f, log_residuals(t[lo:hi], f.predict(s[lo:hi])))
-        return cache[i, j]
-
-    one = seg(0, len(sizes))[1]
-    sigma = max(1.4826 * float(np.median(np.abs(one - np.median(one)))), RESIDUAL_FLOOR)
+    d = len(sizes)
+    cuts = _cut_positions(d)
+    pos = [0, *cuts, d]
+    ranges = _Ranges(s, t, sizes)
+    ranges.residuals([(a, b) for a in pos for b in pos if b - a >= 2])
+    one = ranges.res[0, d]
+    dev = np.abs(one - np.nanmedian(one))
+    sigma = max(1.4826 * float(np.nanmedian(dev)), RESIDUAL_FLOOR)
+    n = len(ranges.s)
 
     def score(bounds: tuple[int, ...]) -> float:
         """Robust BIC of a cut (inf when a segment has fewer than 2 distinct sizes)."""
-        if any(b - a < 2 for a, b in itertools.pairwise(bounds)):
+        pairs = list(itertools.pairwise(bounds))
+        if any(b - a < 2 for a, b in pairs):
             return math.inf
-        res = np.concatenate([seg(a, b)[1] for a, b in itertools.pairwise(bounds)])
-        return _score(res, len(bounds) - 1, sigma)
+        ranges.residuals(pairs)
+        loss = sum(float(_huber_loss(ranges.res[p], sigma)) for p in pairs)
+        return loss + _penalty(len(pairs), n)
 
-    cuts = _cut_positions(len(sizes))
-    best = (score((0, len(sizes))), (0, len(sizes)))
+    best = (score((0, d)), (0, d))
     for k in range(2, max_segments + 1):
         for combo in itertools.combinations(cuts, k - 1):
-            bounds = (0, *combo, len(sizes))
-            sc = score(bounds)
+            sc = score((0, *combo, d))
             if sc < best[0] - 1e-9:
-                best = (sc, bounds)
-    best = _refine(best, score)
-    flat = _flat(s, t)
-    res = log_residuals(t, np.full(len(t), flat.latency_s))
-    if _score(res, 0, sigma) + 2 * math.log(len(s)) < best[0]:
-        return RegimeFit((flat,))  # times do not grow with size: one size-blind level
-    return RegimeFit(tuple(seg(a, b)[0] for a, b in itertools.pairwise(best[1])))
+                best = (sc, (0, *combo, d))
+    if len(cuts) < d - 3:
+        best = _refine(best, score)
+    level = float(np.median(ranges.t))
+    if float(_huber_loss(np.log(ranges.t / level), sigma)) + _penalty(0, n) < best[0]:
+        return RegimeFit((_flat(s, t),))  # times do not grow with size: one size-blind level
+    starts = np.searchsorted(s, sizes)
+    ends = np.searchsorted(s, sizes, "right")
+    return RegimeFit(
+        tuple(
+            fit_alpha_beta(s[starts[a] : ends[b - 1]], t[starts[a] : ends[b - 1]])
+            for a, b in itertools.pairwise(best[1])
+        )
+    )
 
 
 def _refine(
