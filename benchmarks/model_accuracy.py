@@ -52,18 +52,23 @@ SEARCH = (
 )
 
 
-def trace_files(d: Path, tmp: Path) -> list[Path]:
-    """The trace files of one set (Nsight SQLite exports decompressed into `tmp`)."""
-    out = []
-    for f in sorted(d.iterdir()):
-        if f.name.endswith(".sqlite.gz"):
-            dest = tmp / f.name.removesuffix(".gz")
-            with gzip.open(f, "rb") as src, open(dest, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            out.append(dest)
-        elif ".json" in f.name and f.name != "ground_truth.json":
-            out.append(f)
-    return out
+def trace_sets(d: Path) -> list[tuple[str, list[Path]]]:
+    """The runs of directory `d`: its Kineto files together, each Nsight export on its own
+    (one export already holds every GPU of its run)."""
+    files = sorted(d.iterdir())
+    kineto = [f for f in files if ".json" in f.name and f.name != "ground_truth.json"]
+    nsys = [(f"{d.name}/{f.name.split('.')[0]}", [f]) for f in files if ".sqlite" in f.name]
+    return ([(d.name, kineto)] if kineto else []) + nsys
+
+
+def _local(f: Path, tmp: Path) -> Path:
+    """`f`, or its decompressed copy in `tmp` for a gzipped Nsight export."""
+    if not f.name.endswith(".sqlite.gz"):
+        return f
+    dest = tmp / f.name.removesuffix(".gz")
+    with gzip.open(f, "rb") as src, open(dest, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return dest
 
 
 def size_blind(s: np.ndarray, t: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -103,18 +108,15 @@ def score(rows, nccl_topo) -> dict:
     return out
 
 
-def measure(d: Path) -> list[dict]:
-    """One result per (op, n) of the set in `d` with >= 4 usable rows."""
+def measure(name: str, files: list[Path]) -> list[dict]:
+    """One result per (op, n) of the run made of `files` with >= 3 usable rows."""
     with tempfile.TemporaryDirectory() as tmp:
-        files = trace_files(d, Path(tmp))
-        if not files:
-            return []
         path = Path(tmp) / "s.duckdb"
         con = store.connect(path)
         try:
-            store.ingest(con, d.name, files)
+            store.ingest(con, "run", [_local(f, Path(tmp)) for f in files])
         except IngestError as e:
-            print(f"skipped {d}: {e}", file=sys.stderr)
+            print(f"skipped {name}: {e}", file=sys.stderr)
             return []
         finally:
             con.close()
@@ -131,7 +133,7 @@ def measure(d: Path) -> list[dict]:
         topo = run_topo(facts, intra_node_link(facts.get("gpu")), None, int(n))
         out.append(
             {
-                "set": d.name,
+                "set": name,
                 "op": op,
                 "n_ranks": int(n),
                 "rows": len(g),
@@ -172,7 +174,7 @@ def main() -> None:
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args()
     dirs = args.dirs or [d for base in SEARCH for d in sorted(base.iterdir()) if d.is_dir()]
-    results = [r for d in dirs for r in measure(d)]
+    results = [r for d in dirs for name, files in trace_sets(d) for r in measure(name, files)]
     print(json.dumps(results, indent=1) if args.format == "json" else render(results))
 
 
