@@ -68,7 +68,7 @@ def sniff(path: Path, head_bytes: bytes) -> bool:
         return b"pg_config" in h[:4096] or b"entries" in h[:4096]
     if h[:1] != b"{" or b'"traceEvents"' in h:
         return False
-    return b'"entries"' in h and (b'"collective_seq_id"' in h or b'"pg_config"' in h)
+    return b'"pg_config"' in h or (b'"entries"' in h and b'"collective_seq_id"' in h)
 
 
 def rank_of(path: Path, given: int | None) -> tuple[int, str]:
@@ -76,6 +76,10 @@ def rank_of(path: Path, given: int | None) -> tuple[int, str]:
     known suffixes are taken off."""
     if given is not None:
         return given, "option"
+    return _named_rank(path), "file_name"
+
+
+def _named_rank(path: Path) -> int:
     name = path.name
     while name.lower().endswith(_SUFFIXES):
         name = name[: name.rfind(".")]
@@ -86,7 +90,11 @@ def rank_of(path: Path, given: int | None) -> tuple[int, str]:
             "Flight Recorder dumps do not record their rank: name the file so that it ends "
             "with the rank (e.g. rank3.json, as PyTorch writes nccl_trace_rank_3) or pass --rank",
         )
-    return int(m.group(1)), "file_name"
+    digits = m.group(1)
+    rank = int(digits) if len(digits) <= 10 else RANK_MAX + 1
+    if rank > RANK_MAX:
+        raise IngestError(path, f"the file name gives rank {rank}, over {RANK_MAX}")
+    return rank
 
 
 def load(path: Path, max_bytes: int) -> tuple[dict, str]:
@@ -106,8 +114,8 @@ def load(path: Path, max_bytes: int) -> tuple[dict, str]:
     else:
         try:
             dump = json.loads(bytes(data))
-        except ValueError as e:
-            raise IngestError(path, f"not valid JSON ({e})") from e
+        except (ValueError, RecursionError) as e:
+            raise IngestError(path, f"not valid JSON ({type(e).__name__}: {e})") from e
         form = "json"
     if not isinstance(dump, dict) or not isinstance(dump.get("entries", []), list):
         raise IngestError(path, "not a Flight Recorder dump (expected a dict with 'entries')")
@@ -116,14 +124,30 @@ def load(path: Path, max_bytes: int) -> tuple[dict, str]:
     return dump, form
 
 
+INT64_MAX = (1 << 63) - 1
+RANK_MAX = (1 << 31) - 1
+MAX_TENSORS, MAX_DIMS = 4096, 64
+
+
 def _int(v: Any) -> int | None:
-    """An integer field; strings of digits (pg_status) too; None, 0-less 'absent' kept."""
+    """An integer field (strings of digits too, as pg_status writes them); None for anything
+    else or outside int64."""
     if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
+        v = int(v)
+    elif isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 21:
+        v = int(v)
+    if isinstance(v, int) and -INT64_MAX <= v <= INT64_MAX:
         return v
-    if isinstance(v, str) and v.lstrip("-").isdigit():
-        return int(v)
+    return None
+
+
+def _str(v: Any) -> str | None:
+    """A text field: strings and numbers as text; None for anything else (never the text of a
+    container, which a crafted dump could make enormous)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
     return None
 
 
@@ -134,13 +158,16 @@ def _time(v: Any) -> int | None:
 
 
 def _sizes(v: Any) -> list[list[int]] | None:
-    if not isinstance(v, list | tuple):
+    """Tensor shapes: a list of lists of ints (at most MAX_TENSORS of MAX_DIMS); else None."""
+    if not isinstance(v, list | tuple) or len(v) > MAX_TENSORS:
         return None
     out = []
     for s in v:
-        if not isinstance(s, list | tuple) or not all(isinstance(d, int) for d in s):
+        if not isinstance(s, list | tuple) or len(s) > MAX_DIMS:
             return None
-        out.append([int(d) for d in s])
+        if not all(_int(d) is not None for d in s):
+            return None
+        out.append([_int(d) for d in s])
     return out
 
 
@@ -153,11 +180,14 @@ def _nelems(sizes: list[list[int]] | None) -> int | None:
         for d in s:
             n *= d
         total += n
-    return total
+    return _int(total)
 
 
 def _names(v: Any) -> list[str] | None:
-    return [str(x) for x in v] if isinstance(v, list | tuple) else None
+    if not isinstance(v, list | tuple) or len(v) > MAX_TENSORS:
+        return None
+    names = [_str(x) for x in v]
+    return None if None in names else names
 
 
 def _entry(path: Path, rank: int, i: int, e: Any) -> dict:
@@ -167,19 +197,21 @@ def _entry(path: Path, rank: int, i: int, e: Any) -> dict:
     if missing:
         raise IngestError(path, f"entry {i} has no {', '.join(missing)}")
     pg = e["process_group"]
-    if not isinstance(pg, list | tuple) or len(pg) != 2:
+    if not isinstance(pg, list | tuple) or len(pg) != 2 or None in map(_str, pg):
         raise IngestError(path, f"entry {i}: process_group is not a (name, description) pair")
+    name, state = _str(e["profiling_name"]), _str(e["state"])
+    if name is None or state is None:
+        raise IngestError(path, f"entry {i}: profiling_name or state is not text")
     seq = _int(e["collective_seq_id"])
     if seq is None:
         raise IngestError(path, f"entry {i}: collective_seq_id is not an integer")
     ins, outs = _sizes(e.get("input_sizes")), _sizes(e.get("output_sizes"))
-    name = str(e["profiling_name"])
     return {
         "rank": rank,
         "record_id": _int(e["record_id"]),
         "pg_id": _int(e.get("pg_id")),
-        "pg_name": str(pg[0]),
-        "pg_desc": str(pg[1]),
+        "pg_name": _str(pg[0]),
+        "pg_desc": _str(pg[1]),
         "collective_seq_id": seq,
         "p2p_seq_id": _int(e.get("p2p_seq_id")),
         "op_id": _int(e.get("op_id")),
@@ -192,13 +224,13 @@ def _entry(path: Path, rank: int, i: int, e: Any) -> dict:
         "out_nelems": _nelems(outs),
         "input_dtypes": _names(e.get("input_dtypes")),
         "output_dtypes": _names(e.get("output_dtypes")),
-        "state": str(e["state"]),
+        "state": state,
         "time_created_ns": _time(e.get("time_created_ns")),
         "time_started_ns": _time(e.get("time_discovered_started_ns")),
         "time_completed_ns": _time(e.get("time_discovered_completed_ns")),
         "timeout_ms": _int(e.get("timeout_ms")),
         "retired": e.get("retired") if isinstance(e.get("retired"), bool) else None,
-        "thread_name": None if e.get("thread_name") is None else str(e["thread_name"]),
+        "thread_name": _str(e.get("thread_name")),
     }
 
 
@@ -206,9 +238,13 @@ def _group_ranks(path: Path, key: str, ranks: Any) -> list[int]:
     """The members of a pg_config entry: PyTorch writes them as the text '[0, 1, 2]'."""
     try:
         value = json.loads(ranks) if isinstance(ranks, str) else ranks
-        return [int(r) for r in value]
+        out = [int(r) for r in value]
     except (ValueError, TypeError) as e:
-        raise IngestError(path, f"pg_config[{key!r}]: ranks {str(ranks)[:40]!r} not a list") from e
+        what = (_str(ranks) or type(ranks).__name__)[:40]
+        raise IngestError(path, f"pg_config[{key!r}]: ranks {what!r} not a list") from e
+    if not all(0 <= r <= RANK_MAX for r in out):
+        raise IngestError(path, f"pg_config[{key!r}]: a rank outside 0..{RANK_MAX}")
+    return out
 
 
 def _groups(path: Path, rank: int, config: Any) -> list[dict]:
@@ -220,9 +256,9 @@ def _groups(path: Path, rank: int, config: Any) -> list[dict]:
         rows.append(
             {
                 "rank": rank,
-                "pg_name": str(key),
-                "pg_desc": None if g.get("desc") is None else str(g["desc"]),
-                "ranks": _group_ranks(path, str(key), g.get("ranks", [])),
+                "pg_name": _str(key),
+                "pg_desc": _str(g.get("desc")),
+                "ranks": _group_ranks(path, str(_str(key)), g.get("ranks", [])),
             }
         )
     return rows
@@ -234,7 +270,7 @@ def _status(rank: int, status: Any) -> list[dict]:
     return [
         {
             "rank": rank,
-            "pg_id": str(pg),
+            "pg_id": _str(pg),
             "last_enqueued": _int(s.get("last_enqueued_collective")),
             "last_started": _int(s.get("last_started_collective")),
             "last_completed": _int(s.get("last_completed_collective")),
@@ -256,8 +292,8 @@ def parse(path: str | Path, opts: ParseOptions | None = None) -> Parsed:
             "rank": rank,
             "rank_source": source,
             "form": form,
-            "version": str(dump["version"]),
-            "comm_lib_version": str(dump.get("comm_lib_version") or "") or None,
+            "version": _str(dump["version"]),
+            "comm_lib_version": _str(dump.get("comm_lib_version")) or None,
             "n_entries": len(entries),
         }
     ]

@@ -150,3 +150,56 @@ def test_bad_dumps_name_the_file_and_the_problem(tmp_path, content, problem):
     with pytest.raises(IngestError) as e:
         flight_recorder.parse(path)
     assert str(e.value).startswith(str(path)) and problem in str(e.value)
+
+
+_ODD = [None, "x", "12", 2**70, -1, [], {}, True, 1.5, [[2**70]], [["a"]], "\x00"]
+
+
+def _mutants():
+    """A real dump with one field of its last entry (or of the dump) replaced by an odd value."""
+    base = json.loads(gzip.decompress((SKIP / "rank0.json.gz").read_bytes()))
+    for field in sorted(base["entries"][-1]):
+        for v in _ODD:
+            d = json.loads(json.dumps(base))
+            d["entries"][-1][field] = v
+            yield f"entry.{field}={v!r}", d
+    for field in ("version", "pg_config", "pg_status", "entries", "comm_lib_version"):
+        for v in _ODD:
+            d = json.loads(json.dumps(base))
+            d[field] = v
+            yield f"{field}={v!r}", d
+
+
+def test_odd_field_values_are_stored_or_named_never_a_crash(tmp_path):
+    path = tmp_path / "rank0.json"
+    stored = refused = 0
+    for label, dump in _mutants():
+        path.write_text(json.dumps(dump))
+        try:
+            parsed = flight_recorder.parse(path)
+        except IngestError as e:
+            assert str(e).startswith(str(path)), label
+            refused += 1
+        else:
+            assert parsed.tables["fr_dumps"].num_rows == 1, label
+            stored += 1
+    assert stored and refused  # both outcomes occur: the test reaches both paths
+
+
+def test_shared_references_in_a_pickle_do_not_blow_up(tmp_path):
+    # 40 levels of a list holding its inner list twice: 2**40 leaves if walked naively
+    inner: list = [1]
+    for _ in range(40):
+        inner = [inner, inner]
+    dump = {"version": "2.10", "pg_config": {}, "entries": [
+        {"record_id": 0, "process_group": ["0", "d"], "collective_seq_id": 1,
+         "profiling_name": inner, "state": "scheduled", "input_sizes": inner,
+         "input_dtypes": inner, "thread_name": inner}]}  # fmt: skip
+    path = tmp_path / "rank0.pkl"
+    path.write_bytes(pickle.dumps(dump, protocol=4))
+    with pytest.raises(IngestError, match="profiling_name or state is not text"):
+        flight_recorder.parse(path)
+    dump["entries"][0]["profiling_name"] = "gloo:all_reduce"
+    path.write_bytes(pickle.dumps(dump, protocol=4))
+    e = flight_recorder.parse(path).tables["fr_entries"].to_pylist()[0]
+    assert (e["input_sizes"], e["input_dtypes"], e["thread_name"]) == (None, None, None)
