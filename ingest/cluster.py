@@ -15,7 +15,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster, as_completed
 
-from ingest.distributed import Executor
+from ingest.distributed import Executor, Results
 
 
 @contextmanager
@@ -44,10 +44,8 @@ def executor(c: Client, retries: int = 2) -> Executor:
     the scheduler if the worker holding one dies), results come back as tasks finish, and
     leaving early cancels what is still pending."""
 
-    def run(
-        fn: Callable[..., Any], items: list, shared: dict[str, Any]
-    ) -> Iterator[tuple[int, Any]]:
-        on_workers = {k: c.submit(_value, v, pure=False) for k, v in shared.items()}
+    def run(fn: Callable[..., Any], items: list, shared: dict[str, Any]) -> Results:
+        on_workers: dict[str, Any] = {k: c.submit(_value, v, pure=False) for k, v in shared.items()}
         futures = c.map(fn, items, retries=retries, pure=False, **on_workers)
         index = {f.key: i for i, f in enumerate(futures)}
         try:

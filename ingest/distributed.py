@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,15 +31,15 @@ from ingest.shard_writer import MergeJob, Shard, ShardJob, ShardResult
 
 #: Runs `fn(item, **shared)` for every item; yields (index of the item, result) as they finish,
 #: the result being the exception when the task failed for good.
-Executor = Callable[[Callable[..., Any], list, dict[str, Any]], Iterator[tuple[int, Any]]]
+#: An executor's results: (item index, result or exception), closed to cancel what is pending.
+Results = Generator[tuple[int, Any], None, None]
+Executor = Callable[[Callable[..., Any], list, dict[str, Any]], Results]
 
 #: (file_id or None for a merged shard, shard): one row of the manifest.
 Listed = tuple[int | None, Shard]
 
 
-def serial(
-    fn: Callable[..., Any], items: list, shared: dict[str, Any]
-) -> Iterator[tuple[int, Any]]:
+def serial(fn: Callable[..., Any], items: list, shared: dict[str, Any]) -> Results:
     """The in-process executor: one item after the other."""
     for i, item in enumerate(items):
         try:
@@ -68,7 +68,7 @@ def ingest(
     if executor is not serial:  # the executor spreads files over cores: one process per file
         opts = replace(opts, jobs=1)
     row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()
-    rid = row[0] if row else con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
+    (rid,) = row or con.execute("SELECT nextval('run_id_seq')").fetchone() or (None,)
     known = frozenset(
         r[0] for r in con.execute("SELECT sha256 FROM files WHERE run_id = ?", [rid]).fetchall()
     )
@@ -136,6 +136,7 @@ def _decide(
     )
     accepted: list[tuple[ShardJob, ShardResult]] = []
     for job, res in zip(jobs, results, strict=True):
+        assert res is not None  # every job has its outcome by now
         fr = _file_result(res)
         if res.status == "parsed":
             if res.sha256 in seen:
@@ -170,7 +171,7 @@ def _merge(
         fid_of = {s.path: j.file_id for j, r in accepted for s in r.shards if s.table == table}
         shards = [s for _, r in accepted for s in r.shards if s.table == table]
         for group in shard_writer.merge_groups(shards):
-            parts = [(fid_of[s.path], s) for s in group]
+            parts: list[Listed] = [(fid_of[s.path], s) for s in group]
             if len(group) == 1:
                 listed += parts
                 continue

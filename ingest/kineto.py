@@ -620,10 +620,14 @@ def _collectives(
         rows["out_bytes"].append(_bytes(out_n, size))
         rows["algo"].append(algo)
         rows["stream"].append(a.stream)
-    rows["rank"] = np.full(len(comm_rows), rank, np.int32)
-    rows["ts"], rows["dur"] = ts_ns[comm_rows], dur_ns[comm_rows]
-    rows["launch_ts"] = launch_ns[comm_rows]
-    return pa.table(rows, schema=COLLECTIVES)
+    columns: dict[str, list | np.ndarray] = {
+        **rows,
+        "rank": np.full(len(comm_rows), rank, np.int32),
+        "ts": ts_ns[comm_rows],
+        "dur": dur_ns[comm_rows],
+        "launch_ts": launch_ns[comm_rows],
+    }
+    return pa.table(columns, schema=COLLECTIVES)
 
 
 def _bytes(nelems: int | None, size: int | None) -> int | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -196,9 +196,7 @@ class Trace:
             try:
                 events = _EVENTS.decode(chunk)
             except msgspec.ValidationError as e:
-                where = re.sub(
-                    r"\$\[(\d+)\]", lambda m, o=off: f"$.traceEvents[{o + int(m[1])}]", str(e)
-                )
+                where = re.sub(r"\$\[(\d+)\]", _in_trace_events(off), str(e))
                 raise IngestError(self.path, f"not a valid Kineto trace: {where}") from e
             except RecursionError as e:
                 raise IngestError(self.path, f"{_TOO_DEEP} (near event {off})") from e
@@ -208,7 +206,7 @@ class Trace:
 
     def _raw_events(self) -> list[msgspec.Raw]:
         data, path = self._data, self.path
-        k = _SPACE.match(data).end()
+        k = _skip_space(data)
         first = data[k : k + 1]
         try:
             if first == b"[":
@@ -231,10 +229,21 @@ class Trace:
         return raws
 
 
+def _skip_space(data: bytes | bytearray | mmap.mmap) -> int:
+    """Offset of the first non-whitespace byte."""
+    m = _SPACE.match(data)
+    return m.end() if m else 0
+
+
+def _in_trace_events(off: int) -> Callable[[re.Match[str]], str]:
+    """Rewrites a batch's `$[i]` into the file's `$.traceEvents[off + i]`."""
+    return lambda m: f"$.traceEvents[{off + int(m[1])}]"
+
+
 def _find_events(data: bytes | bytearray | mmap.mmap) -> tuple[bytes, int, bool] | None:
     """Where the fast path starts: (the top-level object before the events, closed so that it
     decodes; offset of the first event; whether the file is a bare array), or None."""
-    start = _SPACE.match(data).end()
+    start = _skip_space(data)
     if data[start : start + 1] == b"[":
         return b"", start + 1, True
     k = data.find(b'"traceEvents"')
