@@ -9,8 +9,9 @@ import json
 import pytest
 from conftest import SAMPLES
 from dashboard_support import ingest_dir, report_of
-from test_dashboard_apptest import app, fresh_caches, table, texts  # noqa: F401 (fixture)
+from test_dashboard_apptest import app, fresh_caches, table, texts, upload  # noqa: F401 (fixture)
 
+from dashboard import nav
 from dashboard.cli import main
 from dashboard.ui import md
 
@@ -83,3 +84,14 @@ def test_postmortem_export_has_the_hang_section(store, tmp_path):
     assert main(["export", "--db", str(store), "--run", "skip", "--out", str(md_file)]) == 0
     text = md_file.read_text()
     assert "## Hang (Flight Recorder)" in text and "never entered it" in text
+
+
+def test_dumps_uploaded_on_the_dashboard_keep_their_rank(tmp_path, monkeypatch, tmp_db):
+    at = app(tmp_db, monkeypatch, tmp_path)
+    dumps = sorted((SAMPLES / "fr_skip_pickle").glob("rank*.pkl.gz"))
+    at = upload(at, "hung", [(p.name, p.read_bytes()) for p in dumps])
+    assert texts(at.success) == ["Stored run hung (4 files)."]
+    at.switch_page(nav.path("hang")).run()
+    assert not at.exception, at.exception
+    f = table(at, "culprit ranks", "other ranks")
+    assert list(f["culprit ranks"]) == [str(TRUTH["culprit_rank"])]
