@@ -1,4 +1,4 @@
-"""Gradient buckets: how many collectives a step makes, and their summed cost (MODEL.md §7).
+"""Gradient buckets: how many collectives a step makes, and their summed cost (docs/model.md).
 
 DDP packs gradients into buckets of `bucket_cap_mb` (25 MiB = 25·1024·1024 B by default) and
 launches one all-reduce per bucket, so latency is paid per bucket. Every bucket but the last

@@ -1,4 +1,4 @@
-"""nccl-tests bandwidth conventions (MODEL.md §4): algbw = S / t, busbw = algbw × factor.
+"""nccl-tests bandwidth conventions (docs/model.md): algbw = S / t, busbw = algbw × factor.
 
 S is the per-rank buffer for all-reduce, broadcast and reduce, and the total bytes for
 reduce-scatter, all-gather and all-to-all. GB/s are decimal.

@@ -1,7 +1,7 @@
-"""Calibration on a run, as pure functions of the matched-collective table (MODEL.md §6).
+"""Calibration on a run, as pure functions of the matched-collective table (docs/model.md).
 
 Input rows are matched collective instances (`collective_instances(rid)`): op, group_size,
-n_ranks, bytes (MODEL.md §4 S), transfer_ns (end − last arrival: the real transfer time),
+n_ranks, bytes (S as in docs/model.md), transfer_ns (end − last arrival: the real transfer time),
 step, size_mismatch. Fits are per (op, ranks), robust, and mapped onto the ring α-β model; the
 per-hop α and bus bandwidth of the dominant op make a `Scenario` for what-ifs.
 """

@@ -1,6 +1,6 @@
-"""α-β costs of collective algorithms on a one- or two-level network (MODEL.md §2).
+"""α-β costs of collective algorithms on a one- or two-level network (docs/model.md).
 
-Sizes follow the nccl-tests convention (MODEL.md §4): `m` is the per-rank buffer for all-reduce
+Sizes follow the nccl-tests convention (docs/model.md): `m` is the per-rank buffer for all-reduce
 and the total bytes for reduce-scatter, all-gather and all-to-all. A `Link` is one GPU's share
 of a level: per-message latency α (s) and per-direction bandwidth B (bytes/s), β = 1/B.
 Reduction arithmetic is not charged (HBM-speed reductions are far faster than links).
@@ -71,7 +71,7 @@ class Topology:
     def ring_bandwidth_Bps(self) -> float:
         """Bottleneck bandwidth of a flat ring (or chain): NVLink inside one node, the NIC with
         one GPU per node, else min(NVLink, NICs per node × NIC) since the rings of the
-        channels leave each node through different NICs (MODEL.md §5)."""
+        channels leave each node through different NICs (docs/model.md)."""
         if self.n_nodes == 1:
             return self.intra.bandwidth_Bps
         if self.gpus_per_node == 1:

@@ -1,4 +1,4 @@
-"""Robust α-β fit of collective times: t = a + b·S (MODEL.md §6), one line per size regime.
+"""Robust α-β fit of collective times: t = a + b·S (docs/model.md), one line per size regime.
 
 Rows are (S bytes, transfer time s) of matched collectives — transfer time, never a rank's
 kernel duration (mostly waiting). The loss is Huber on log residuals log(t / (a + b·S)),
@@ -183,7 +183,7 @@ def fit_alpha_beta(
 
 @dataclass(frozen=True)
 class LinkFit:
-    """A fit mapped onto the ring α-β model of `op` on `n` ranks (MODEL.md §6.4):
+    """A fit mapped onto the ring α-β model of `op` on `n` ranks (docs/model.md):
     alpha_s = a / steps (per hop), bandwidth_Bps = factor / b (the bus bandwidth B of
     `T = steps·α + factor·S/B`; inf when the time does not grow with size)."""
 

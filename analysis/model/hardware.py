@@ -1,4 +1,4 @@
-"""Known links and defaults: line rates, achievable bus bandwidths (MODEL.md §5), latency priors.
+"""Known links and defaults: line rates, achievable bus bandwidths (docs/model.md), latency priors.
 
 Line rates are per direction (NVLink's "900 GB/s" is the bidirectional aggregate of 450 GB/s
 each way). Achievable figures are nccl-tests ring busbw measured by others, not guarantees.

@@ -1,4 +1,4 @@
-"""Held-out error of a fit, and the rule that calls a fit "calibrated" (MODEL.md §6).
+"""Held-out error of a fit, and the rule that calls a fit "calibrated" (docs/model.md).
 
 In-sample R² says how well a line passes through the points it was fitted on; what a user
 acts on is how well it predicts a collective it has not seen. Every fit is therefore scored

@@ -1,4 +1,4 @@
-"""NCCL's own (uncalibrated) tuning model applied to a run's topology (MODEL.md §3).
+"""NCCL's own (uncalibrated) tuning model applied to a run's topology (docs/model.md).
 
 The run says how many ranks, nodes and GPUs per node it had (trace hosts or NCCL's
 communicator lines) and which GPU (its architecture picks NCCL's constants and its intra-node

@@ -1,4 +1,4 @@
-"""NCCL's own cost model (`src/graph/tuning.cc`, `src/enqueue.cc`, NCCL 2.30.7-1; MODEL.md §3).
+"""NCCL's own cost model (`src/graph/tuning.cc`, `src/enqueue.cc`, NCCL 2.30.7-1; docs/model.md).
 
 For every enabled (algorithm, protocol) NCCL predicts `time[µs] = lat + nBytes / (1000·algBw)`
 and runs the argmin. Modelled here: Ring, Tree and PAT with the LL, LL128 and Simple protocols.

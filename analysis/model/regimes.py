@@ -1,4 +1,4 @@
-"""Size regimes: one α-β line per contiguous range of message sizes (MODEL.md §6).
+"""Size regimes: one α-β line per contiguous range of message sizes (docs/model.md).
 
 A real NCCL collective is not one line: small messages are latency-bound and use the LL
 protocol, mid sizes LL128, large ones Simple, each with its own latency and bandwidth, and NCCL

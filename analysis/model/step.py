@@ -1,4 +1,4 @@
-"""Step-time model with overlap, and the verdict (MODEL.md §7).
+"""Step-time model with overlap, and the verdict (docs/model.md).
 
 `T_step = τ_comp + τ_comm − min(τ_comp, τ_comm)·η`, η ∈ [0, 1] the overlap efficiency. With
 gradient accumulation over k micro-batches the gradient collectives run once per optimizer
