@@ -576,7 +576,7 @@ def _timeout_lines(job: Job, ranks: list[_Rank], t: Truth) -> None:
             {"kind": "timeout", "rank": r, "seq": seq, "op_type": "ALLREDUCE", "numel_in": 26214400,
              "timeout_ms": 600000, "ran_ms": 600045, "last_enqueued": None},
             {"kind": "progress", "rank": r, "seq": seq, "last_enqueued": seq, "last_completed": seq - 1},
-            {"kind": "crash", "rank": r, "seq": None, "last_enqueued": None},
+            {"kind": "crash", "rank": r, "seq": seq, "last_enqueued": None},
         ]  # fmt: skip
     t.culprits = [culprit]
     t.waiting = [r.rank for r in ranks if r.rank != culprit]
@@ -588,7 +588,7 @@ def _noise(rk: _Rank, rng: random.Random) -> None:
     rk.lines.insert(at, (rk.prefix() + UNKNOWN_MSG, "unknown"))
     rk.lines.insert(
         rng.randrange(len(rk.lines) + 1),
-        ("NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "damaged"),
+        ("garbage NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "damaged"),
     )
     for text in FOREIGN:
         rk.lines.insert(rng.randrange(len(rk.lines) + 1), (text, "foreign"))

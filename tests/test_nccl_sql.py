@@ -60,6 +60,13 @@ def test_world_size_sources(con):
     assert q(con, "SELECT * FROM nccl_world(1)") == [(21,)]
     comm(con, 0, 0, 32)
     assert q(con, "SELECT * FROM nccl_world(1)") == [(32,)]
+    put(con, "nccl_colls", {"proc": 0, "line_no": 2, "nranks": 48})
+    assert q(con, "SELECT * FROM nccl_world(1)") == [(48,)]
+    ring = list(range(64))
+    put(con, "nccl_channels", {"proc": 0, "line_no": 3, "kind": "ring", "ring": ring,
+        "truncated": False}, {"proc": 0, "line_no": 4, "kind": "ring",
+        "ring": list(range(100)), "truncated": True})  # fmt: skip
+    assert q(con, "SELECT * FROM nccl_world(1)") == [(64,)]
 
 
 def test_proc_ranks_by_each_source(con):
@@ -115,10 +122,51 @@ def test_connection_scopes_from_hosts_and_from_transport(con):
     assert got == [(5, 0, "a", "intra-node", "hosts"), (6, 1, "b", "inter-node", "hosts"),
                    (7, 2, "a", "inter-node", "hosts"), (8, 0, "a", "intra-node", "hosts"),
                    (9, 2, None, "intra-node", "transport")]  # fmt: skip
-    assert q(con, "SELECT * FROM nccl_transports(1)") == [
+    got = q(con, "SELECT * EXCLUDE (as_printed) FROM nccl_transports(1)")
+    assert got == [
         ("intra-node", "NET/Socket", 1, 1, 0, "hosts"), ("intra-node", "P2P/IPC", 1, 1, 0, "hosts"),
         ("intra-node", "SHM", 1, 1, 0, "transport"), ("inter-node", "NET/IB", 2, 2, 1, "hosts"),
     ]  # fmt: skip
+    printed = q(con, "SELECT as_printed FROM nccl_transports(1) WHERE transport = 'NET/IB'")
+    assert sorted(printed[0][0]) == ["NET/IB/N", "NET/IB/N/GDRDMA"]
+
+
+def _net(con, kind, device, line):
+    put(con, "nccl_network", {"proc": 0, "line_no": line, "kind": kind, "device": device})
+
+
+# name: (hosts of the processes, nNodes of the comm, connections (src, dst, transport),
+#        nccl_network rows (kind, device)) -> (inter_node, basis, network, network_basis)
+INTER_NODE_CASES = {
+    "no_process": ([], None, [], [], (None, None, None, None)),
+    "one_host": (["a", "a"], None, [(0, 1, "NET/IB")], [("network", "IB")],
+                 (False, "one_host", None, None)),
+    "two_hosts_chosen": (["a", "b"], None, [(0, 1, "P2P/IPC")], [("network", "IBext")],
+                         (True, "hosts", "IBext", "chosen")),
+    "two_hosts_connection_wins": (["a", "b"], None, [(0, 2, "NET/Socket")], [("network", "IB")],
+                                  (True, "hosts", "Socket", "connections")),
+    "nodes": (["a"], 2, [], [("ib", "mlx5_0")], (True, "nodes", "IB", "devices")),
+    "unknown_peer": (["a"], None, [(0, 7, "NET/AWS Libfabric")], [],
+                     (True, "connections", "AWS Libfabric", "connections")),
+    "sockets_listed": (["a", "b"], None, [], [("socket", "eth0")],
+                       (True, "hosts", "Socket", "devices")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(INTER_NODE_CASES))
+def test_inter_node(con, case):
+    hosts, nodes, conns, nets, want = INTER_NODE_CASES[case]
+    procs(con, *[(h, i + 1) for i, h in enumerate(hosts)])
+    for i in range(len(hosts)):
+        comm(con, i, i, 3, n_nodes=nodes)
+    for line, (src, dst, transport) in enumerate(conns, 20):
+        conn(con, 0, src, dst, transport, "send", False, line=line)
+        con.execute("UPDATE nccl_connections SET net = ? WHERE line_no = ?",
+                    [transport.removeprefix("NET/") if transport.startswith("NET/") else None,
+                     line])  # fmt: skip
+    for line, (kind, device) in enumerate(nets, 40):
+        _net(con, kind, device, line)
+    assert q(con, "SELECT * FROM nccl_inter_node(1)") == [want]
 
 
 GDR_CASES = {

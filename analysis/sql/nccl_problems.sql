@@ -6,7 +6,9 @@
 --   rid       run_id.
 --   returns   category      warning (NCCL WARN lines) | error (error returns: one per chain
 --                           of unwind frames, plus PyTorch / nccl-tests NCCL errors) |
---                           timeout (PyTorch watchdog collective timeouts),
+--                           timeout (PyTorch watchdog collective timeouts; a crash's
+--                           `what():` quoting one counts when no timeout line of that rank
+--                           and seq does),
 --             count,
 --             first_file_id, first_line   the first one (file order),
 --             first_rank    its global rank (NULL: unknown),
@@ -34,7 +36,10 @@ w AS (
 t AS (
     SELECT 'timeout' AS category, 'line ' || line_no AS item, file_id, line_no, rank,
         kind, message AS text
-    FROM nccl_timeouts WHERE run_id = rid AND kind = 'timeout'
+    FROM nccl_timeouts x
+    WHERE run_id = rid AND (kind = 'timeout' OR (kind = 'crash' AND seq IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM nccl_timeouts y WHERE y.run_id = rid
+            AND y.kind = 'timeout' AND y.seq = x.seq AND y.rank IS NOT DISTINCT FROM x.rank)))
 ),
 x AS (
     SELECT * FROM w UNION ALL SELECT * FROM t
@@ -72,7 +77,7 @@ CREATE OR REPLACE TEMP MACRO nccl_timeout_ranks(rid) AS TABLE
 WITH named AS (
     SELECT rank, seq, min(pg) AS pg
     FROM nccl_timeouts
-    WHERE run_id = rid AND kind IN ('timeout', 'progress') AND pg IS NOT NULL
+    WHERE run_id = rid AND kind IN ('timeout', 'progress', 'crash') AND pg IS NOT NULL
     GROUP BY rank, seq
 ),
 t AS (
@@ -80,7 +85,7 @@ t AS (
         list(DISTINCT x.rank) AS timed_out
     FROM nccl_timeouts x
     LEFT JOIN named n ON x.pg IS NULL AND n.rank = x.rank AND n.seq = x.seq
-    WHERE x.run_id = rid AND x.kind = 'timeout' AND x.seq IS NOT NULL
+    WHERE x.run_id = rid AND x.kind IN ('timeout', 'crash') AND x.seq IS NOT NULL
     GROUP BY ALL
 ),
 progress AS (

@@ -3,14 +3,17 @@
 -- nccl_world(rid): the job's size as the run knows it (one row).
 --   rid       run_id.
 --   returns   world_size   the largest of: trace world sizes, NCCL communicator sizes (also
---                          the `[nranks=N]` of COLL lines), and 1 + the highest rank named
---                          by a watchdog line (NULL: none known).
+--                          the `[nranks=N]` of COLL lines and the length of a whole ring
+--                          order), and 1 + the highest rank named by a watchdog line (NULL:
+--                          none known).
 -- Algorithm: max over the sources.
 CREATE OR REPLACE TEMP MACRO nccl_world(rid) AS TABLE
 SELECT nullif(greatest(
     coalesce((SELECT max(world_size) FROM ranks WHERE run_id = rid), 0),
     coalesce((SELECT max(nranks) FROM nccl_communicators WHERE run_id = rid), 0),
     coalesce((SELECT max(nranks) FROM nccl_colls WHERE run_id = rid), 0),
+    coalesce((SELECT max(len(ring)) FROM nccl_channels
+              WHERE run_id = rid AND kind = 'ring' AND NOT coalesce(truncated, false)), 0),
     coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid), 0)
 ), 0) AS world_size;
 

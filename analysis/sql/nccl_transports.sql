@@ -55,14 +55,19 @@ FROM x;
 --             count         connection lines,
 --             n_processes   log processes that printed them,
 --             n_gdr         of the lines, those with GPU Direct RDMA (/GDRDMA),
---             scope_source  hosts | transport | mixed (how the scope was decided).
+--             scope_source  hosts | transport | mixed (how the scope was decided),
+--             as_printed    what NCCL printed after `via`, device numbers as N
+--                           ('P2P/direct pointer/read', 'NET/IBext/N(N)/GDRDMA'), distinct,
+--                           in no set order.
 -- Algorithm: aggregation of nccl_connection_scopes.
 CREATE OR REPLACE TEMP MACRO nccl_transports(rid) AS TABLE
 SELECT scope, transport, count(*) AS count,
     count(DISTINCT (file_id, proc)) AS n_processes,
     count(*) FILTER (WHERE gdr) AS n_gdr,
     CASE WHEN count(DISTINCT scope_source) > 1 THEN 'mixed' ELSE min(scope_source) END
-        AS scope_source
+        AS scope_source,
+    list(DISTINCT regexp_replace(regexp_replace(via, '/[0-9]+', '/N', 'g'), '\([0-9]+\)', '(N)',
+        'g')) AS as_printed
 FROM nccl_connection_scopes(rid)
 GROUP BY scope, transport
 ORDER BY scope DESC, count DESC, transport;

@@ -19,10 +19,16 @@ def line_array(data: bytes) -> tuple[pa.Array, np.ndarray]:
     return pa.Array.from_buffers(pa.large_binary(), len(ends), buffers), offsets
 
 
+#: NCCL <= 2.3 printed warnings without the word NCCL: `host:pid:tid [0] file.cc:12 WARN ...`.
+OLD_WARN = r":[0-9]+:[0-9]+ \[[0-9]+\] (?:[^ ]+:[0-9]+ )?WARN "
+
+
 def classify_lines(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Row numbers of the COLL candidates (NCCL lines with ` opCount `) and of the other
-    lines mentioning NCCL."""
+    lines mentioning NCCL (or shaped like an old NCCL warning)."""
     nccl = np.asarray(pc.match_substring(lines, "NCCL"))
+    if not nccl.all():
+        nccl |= np.asarray(pc.match_substring_regex(lines, OLD_WARN))
     coll = nccl & np.asarray(pc.match_substring(lines, COLL_MARK))
     return np.flatnonzero(coll), np.flatnonzero(nccl & ~coll)
 

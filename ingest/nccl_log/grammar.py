@@ -11,9 +11,15 @@ import re
 
 C = re.compile
 
-VERSION = C(r"^NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>[^+\s]*)\+cuda(?P<cuda>\d+\.\d+)$")
-#: The bare stdout form (<= 2.21, or NCCL_DEBUG=VERSION), searched on the whole line.
-BARE_VERSION = C(r"NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>[^+\s]*)\+cuda(?P<cuda>\d+\.\d+)$")
+#: `NCCL version 2.18.3+cuda12.2`; the RAS client (2.24+) says `NCCL version 2.26.2 compiled
+#: with CUDA 12.8`; a build may print no CUDA version at all.
+_VERSION = (
+    r"NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>[^+\s]*)"
+    r"(?:(?:\+cuda| compiled with CUDA )(?P<cuda>\d+\.\d+)[^\s]*)?\s*$"
+)
+VERSION = C("^" + _VERSION)
+#: The bare stdout form (<= 2.21, NCCL_DEBUG=VERSION, the RAS client), searched on the line.
+BARE_VERSION = C(_VERSION)
 #: AMD RCCL's own version line (`RCCL version : 2.22.3-HEAD:271856d`).
 RCCL_VERSION = C(r"^RCCL version ?: ?(?P<ver>\d+\.\d+\.\d+)(?P<suffix>\S*)")
 GIT_VERSION = C(r"^NCCL git version (?P<branch>\S+) (?P<sha>\S+)$")
@@ -161,7 +167,9 @@ BENIGN = C(
     r"Retrieving state for|Launch mode|RAS |"
     # AMD RCCL.
     r"\[node_id = |initialized internal alternative rsmi|Kernel version|ROCr version|"
-    r"HIP version|Dmabuf feature disabled|Enabled GDRCopy equivalent|Found /sys/)"
+    r"HIP version|Dmabuf feature disabled|Enabled GDRCopy equivalent|Found /sys/|"
+    # Topology and graph XML dumps (NCCL_TOPO_DUMP_FILE / GRAPH), IB NIC distances (2.4/2.5).
+    r" *</?[a-z]+[ >/]|NET/IB ?: IB NIC distance)"
 )
 
 #: WARN messages worth naming (NCCL_LOG.md §11), first match wins.

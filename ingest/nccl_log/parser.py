@@ -29,7 +29,7 @@ from ingest.collective_names import normalize_op
 from ingest.nccl_log import grammar as g
 from ingest.nccl_log.chunk import classify_lines, line_array, split_colls
 from ingest.nccl_log.coll_batch import parse_tails
-from ingest.nccl_log.prefix import LEVEL_TOKEN, NO_OUTER, Outer, clean, core, outer
+from ingest.nccl_log.prefix import LEVEL_TOKEN, NO_OUTER, STRIPPED, Outer, clean, core, outer
 from ingest.nccl_log.tables import SCHEMAS, Spool, column, rows_table
 from ingest.nccl_log.torch_lines import TorchLine, classify
 
@@ -114,10 +114,15 @@ class LogParser:
             [*((r, None) for r in general), *new, *((r, None) for r in colls[~valid])],
             key=lambda e: e[0],
         )
+        skip = -1
         for row, head in walk:
+            if row == skip:
+                continue
             self.n = base + row + 1
             if head is None:
-                self._line(data[offsets[row] : offsets[row + 1]])
+                after = data[offsets[row + 1] : offsets[row + 2]] if row + 1 < len(lines) else b""
+                if self._line(data[offsets[row] : offsets[row + 1]], after):
+                    skip = row + 1
             else:
                 self._register(*head)
         self.n = base + len(lines)
@@ -186,25 +191,26 @@ class LogParser:
 
     # ---- one general line ---------------------------------------------------------------
 
-    def _line(self, raw: bytes) -> None:
+    def _line(self, raw: bytes, after: bytes = b"") -> bool:
+        """Read one line (`after`: the next line of the file, or empty). True when the next
+        line was read with it (the rest of a line a terminal or a web page wrapped)."""
         line = clean(raw)
         if len(line) > MAX_LINE_CHARS:
             self._unreadable("too_long", None, line)
-            return
+            return False
         if _LONG_NUMBER.search(line):
             self._unreadable("out_of_range", None, line)
-            return
-        m = core(line)
+            return False
+        m = core(line) or STRIPPED.search(line)
         if m is None:
-            self._unprefixed(line)
-            return
+            return self._unprefixed(line, after)
         self.count["nccl"] += 1
         level, msg = m.group("level"), m.group("msg") or ""
         if " nRanks " in msg and not msg.startswith("comm "):
             msg = g.RCCL_TAIL.sub("", msg)
         proc = self._proc(m, line[: m.start()])
         dev = _int(m.group("dev"))
-        tid = int(m.group("tid"))
+        tid = _int(m.group("tid")) or 0
         family = None
         if level == "WARN":
             self._warn(m, proc, line[: m.start()])
@@ -214,13 +220,14 @@ class LogParser:
             except (ValueError, OverflowError):  # a value no column can hold
                 self.count["damaged"] += 1
                 self._unknown(proc, "out_of_range", line)
-                return
+                return False
             if family is None and g.BENIGN.match(msg) is None:
                 self.after_unwind[(proc, tid)] = False
                 self._unknown(proc, "unknown", line)
-                return
+                return False
         self.after_unwind[(proc, tid)] = family == "unwind"
         self.count["recognised"] += 1
+        return False
 
     def _message(self, msg: str, proc: int, dev: int | None, tid: int) -> str | None:
         """Store the message as the first family that matches; that family's name."""
@@ -232,15 +239,18 @@ class LogParser:
                 return name
         return None
 
-    def _unprefixed(self, line: str) -> None:
-        v = g.BARE_VERSION.search(line)
+    def _unprefixed(self, line: str, after: bytes) -> bool:
+        t = classify(line)
+        v = g.BARE_VERSION.search(line) if t is None else None
         if v:
             self.bare.append((outer(line[: v.start()]), v))
             self.versions.add(v.group("ver"))
             self.count["nccl"] += 1
             self.count["recognised"] += 1
-            return
-        t = classify(line)
+            return False
+        joined = _unwrapped(line, after) if t is None or t.fields.get("seq") is None else None
+        if joined is not None:
+            t = joined
         if t is not None:
             self.count["nccl"] += 1
             self.count["torch"] += 1
@@ -253,6 +263,7 @@ class LogParser:
             self.count["nccl"] += 1
             self.count["damaged"] += 1
             self._unknown(None, "damaged", line)
+        return joined is not None
 
     def _unreadable(self, kind: str, proc: int | None, line: str) -> None:
         """A line too long, or with a number out of range, counted as NCCL's when it names
@@ -272,7 +283,7 @@ class LogParser:
     # ---- processes and communicators -------------------------------------------------------
 
     def _proc(self, m: re.Match[str], outer_text: str, count: bool = True) -> int:
-        key = (m.group("host"), int(m.group("pid")))
+        key = (m.group("host"), _int(m.group("pid")))
         p = self.procs.get(key)
         if p is None:
             p = self._glued(key)
@@ -296,6 +307,8 @@ class LogParser:
         """The known process a line glued to other output names: same pid, and its host ends
         with the known host (`-1mew0` after `... 1/-1/-1` printed without a newline)."""
         host, pid = key
+        if host is None:
+            return None
         for (known, known_pid), p in self.procs.items():
             if known_pid == pid and host.endswith(known) and host != known:
                 self.procs[key] = p
@@ -640,7 +653,7 @@ class LogParser:
         kind = next((k for k, rx in g.WARN_KINDS if rx.search(msg)), "other")
         self._problem(
             proc, o.ts, "WARN", kind, m.group("src"), _int(m.group("srcline")), None, None,
-            None, int(m.group("tid")), msg,
+            None, _int(m.group("tid")), msg,
         )  # fmt: skip
 
     def _torch(self, t: TorchLine) -> None:
@@ -704,6 +717,19 @@ class LogParser:
         self.worker.shutdown(cancel_futures=True)
         for s in self.spools.values():
             s.discard()
+
+
+def _unwrapped(line: str, after: bytes) -> TorchLine | None:
+    """A watchdog timeout cut in two by a terminal or a web page (`... operation time` +
+    `out: WorkNCCL(SeqNum=92, ...`): the timeout read from `line` and the next line, or None."""
+    if not after or ("Watchdog" not in line and "WorkNCCL" not in line):
+        return None
+    rest = clean(after)
+    for glue in ("", " "):
+        t = classify(line + glue + rest)
+        if t is not None and t.fields.get("op_type"):
+            return t
+    return None
 
 
 def _version_key(v: str) -> tuple[int, ...]:

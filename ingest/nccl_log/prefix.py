@@ -42,6 +42,16 @@ def core(line: str) -> re.Match[str] | None:
     return None
 
 
+#: An NCCL line whose `host:pid:tid` was cut off by a log shipper or by hand (`[0] NCCL INFO
+#: 4096 Bytes -> Algo ...`), at most a launcher tag in front: read as a line of an unnamed
+#: process (the groups CORE has but this line lacks never match, so they read as None).
+STRIPPED = re.compile(
+    r"^(?:\[rank\d+\]: ?|\s*\d+: |\[\d+,\d+\]<std(?:out|err)>: ?)?"
+    r"(?P<host>(?!x)x)?(?P<pid>(?!x)x)?(?P<tid>(?!x)x)?(?P<tracets>(?!x)x)?(?P<src>(?!x)x)?"
+    r"(?P<srcline>(?!x)x)?(?P<func>(?!x)x)?"
+    r"(?:\[(?P<dev>\d+)\] )?NCCL (?P<level>INFO|WARN|TRACE)(?: (?P<msg>.*))?$"
+)
+
 #: A level token with no parseable prefix in front of it: a damaged NCCL line.
 LEVEL_TOKEN = re.compile(r"NCCL (?:INFO|WARN|TRACE|CALL)\b")
 

@@ -92,16 +92,15 @@ def classify(line: str) -> TorchLine | None:
     f = _identity(msg, header.groupdict().get("rank") if header else None)
     if header and header.groupdict().get("mmdd"):
         f["time_text"] = f"{header.group('mmdd')} {header.group('hms')}"
-    if CRASH.search(line):
-        return TorchLine("crash", f, msg)
+    crash = CRASH.search(line)
     m = TIMEOUT.search(msg)
-    if m:
+    if m:  # a crash's `what():` that quotes the timeout keeps kind crash, with its fields
         f.update(
             seq=int(m.group("seq")), op_type=m.group("op"), numel_in=_int(m.group("nin")),
             numel_out=_int(m.group("nout")), timeout_ms=int(m.group("tmo")),
             ran_ms=_int(m.group("ran")),
         )  # fmt: skip
-        return TorchLine("timeout", f, msg)
+        return TorchLine("crash" if crash else "timeout", f, msg)
     m = PROGRESS.search(msg)
     if m:
         at = PROGRESS_AT.search(msg)
@@ -113,6 +112,8 @@ def classify(line: str) -> TorchLine | None:
         f.update(where=m.group("where"), what=m.group("what"))
         f["version"] = m.groupdict().get("ver")
         return TorchLine("error", f, msg)
+    if crash:
+        return TorchLine("crash", f, msg)
     m = HEARTBEAT.search(msg)
     if m:
         f["ran_ms"] = int(m.group("s")) * 1000 if m.group("s") else None
