@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 
 from analysis import db, diff, overlap
+from analysis.replay import replay_section
 from analysis.report import build_report
 
 
@@ -51,6 +52,22 @@ class Run:
     def collectives(self) -> pd.DataFrame:
         """Collective calls per rank, as ingested."""
         return self._table("collectives", "ORDER BY rank, ts")
+
+    def decomposition(self) -> pd.DataFrame:
+        """One row per (rank, step): the step window split into compute only, compute
+        overlapped, exposed transfer, exposed wait, memory only and idle (ns; they add up)."""
+        return self.con.execute("SELECT * FROM step_decomposition(?)", [self.id]).df()
+
+    def whatif(self) -> pd.DataFrame:
+        """The what-if replay of the measured run: one row per what-if (key, label, step_ms,
+        saving_ms, saving_pct), largest saving first; empty when there is nothing to replay."""
+        sec = replay_section(self.con, self.id)
+        return pd.DataFrame(sec["whatifs"], columns=["key", "label", "step_ms", "saving_ms",
+                                                     "saving_pct"])  # fmt: skip
+
+    def diagnosis(self) -> dict:
+        """The diagnosis (cause, culprits, fix and the paragraph) from the full report."""
+        return self.report()["diagnosis"]
 
     def report(self) -> dict:
         """The full report (same dict as `commwall report --format json`)."""

@@ -10,66 +10,77 @@ import pandas as pd
 KIND_COLORS = alt.Scale(
     domain=["compute", "comm", "memory"], range=["#4c78a8", "#e45756", "#b5b5b5"]
 )
+#: Every colour legend: below its chart, labels never cut short (Vega's default cuts at 160 px).
+LEGEND = {"orient": "bottom", "labelLimit": 0, "titleLimit": 0, "columns": 4}
+FLAG_COLORS = alt.Scale(domain=[False, True], range=["#9ecae9", "#e45756"])
+#: Charts fill their column (Streamlit's width="stretch"); heights are set here.
+ROW_PX = (8, 20)  # height per rank of a heatmap row: least, most
+
+
+def row_step(rows: pd.Series) -> alt.Step:
+    """Height per category of `rows`: 20 px, less for many (the chart stays under ~640 px),
+    never under 8 px."""
+    return alt.Step(max(ROW_PX[0], min(ROW_PX[1], 640 // max(1, rows.nunique()))))
 
 
 def heatmap(df: pd.DataFrame, value: str, title: str, outlier: str | None = None) -> alt.Chart:
     """Ranks (rows) × steps (columns) coloured by `value`; cells where `outlier` is true get a
-    black border."""
+    black border. `title` says what is coloured and in which unit."""
     base = alt.Chart(df, title=title).encode(
-        x=alt.X("step:O", title="step"),
-        y=alt.Y("rank:O", title="rank"),
-        tooltip=["rank", "step", alt.Tooltip(f"{value}:Q", format=".3f")],
+        x=alt.X("step:O", title="step", axis=alt.Axis(labelAngle=0, labelOverlap=True)),
+        y=alt.Y("rank:O", title="rank", axis=alt.Axis(labelOverlap=True)),
+        tooltip=["rank", "step", alt.Tooltip(f"{value}:Q", title=title, format=".3f")],
     )
-    legend = alt.Legend(orient="bottom", title=None, gradientLength=120)
+    legend = alt.Legend(title=None, gradientLength=120, **LEGEND)
     cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", legend=legend))
-    size = {
-        "height": alt.Step(max(6, min(20, 640 // max(1, df["rank"].nunique())))),
-        "width": min(220, max(60, 24 * df["step"].nunique())),
-    }
+    height = row_step(df["rank"])
     if outlier is None:
-        return cells.properties(**size)
+        return cells.properties(height=height)
     marks = base.transform_filter(alt.datum[outlier]).mark_rect(
         fill=None, stroke="black", strokeWidth=2
     )
-    return (cells + marks).properties(**size)
+    return (cells + marks).properties(height=height)
 
 
-def side_by_side(*charts: alt.TopLevelMixin) -> alt.HConcatChart:
-    """Charts next to each other in one view (one Vega embed: cheaper to draw than several),
-    each with its own colour scale."""
-    return alt.hconcat(*charts).resolve_scale(color="independent")
-
-
-def histogram(df: pd.DataFrame, value: str, title: str) -> alt.Chart:
-    """Distribution of `value` over rows."""
+def histogram(df: pd.DataFrame, value: str, title: str, x_title: str) -> alt.Chart:
+    """Distribution of `value` over rows (rank-steps); `x_title` names it with its unit."""
     return (
         alt.Chart(df, title=title)
         .mark_bar()
         .encode(
-            x=alt.X(f"{value}:Q", bin=alt.Bin(maxbins=30), title=value),
+            x=alt.X(f"{value}:Q", bin=alt.Bin(maxbins=30), title=x_title),
             y=alt.Y("count()", title="rank-steps"),
         )
-        .properties(height=160, width=220)
+        .properties(height=160)
     )
 
 
-def timeline(tracks: pd.DataFrame, colls: pd.DataFrame, lanes: list[str]) -> alt.LayerChart:
+def timeline(
+    tracks: pd.DataFrame, colls: pd.DataFrame, lanes: list[str], title: str, x_title: str
+) -> alt.LayerChart:
     """One lane per rank and kind of busy intervals plus a lane of collective calls per rank
     (lanes drawn in the order of `lanes`), and a line joining the start of the same
     collective instance on every rank (its arrival skew)."""
-    y = alt.Y("lane:N", title=None, sort=lanes, axis=alt.Axis(labelOverlap=False))
-    height = max(160, 22 * len(lanes))
+    y = alt.Y(
+        "lane:N",
+        title=None,
+        sort=lanes,
+        axis=alt.Axis(labelOverlap=False, labelLimit=0, labelFontSize=12),
+    )
+    height = max(160, 26 * len(lanes))
+    top = [c for c in ("top_name", "top_ms") if c in tracks.columns]
     busy = (
-        alt.Chart(tracks)
+        alt.Chart(tracks, title=title)
         .mark_bar(height={"band": 0.8})
         .encode(
-            x=alt.X("start_ms:Q", title="ms since the step began (earliest rank, aligned clock)"),
+            x=alt.X("start_ms:Q", title=x_title),
             x2="end_ms:Q",
             y=y,
-            color=alt.Color("kind:N", scale=KIND_COLORS),
+            color=alt.Color("kind:N", scale=KIND_COLORS, title="activity", legend=LEGEND),
             tooltip=[
                 "rank",
                 "kind",
+                *top,
                 alt.Tooltip("start_ms:Q", format=".3f"),
                 alt.Tooltip("end_ms:Q", format=".3f"),
             ],
@@ -82,7 +93,7 @@ def timeline(tracks: pd.DataFrame, colls: pd.DataFrame, lanes: list[str]) -> alt
             x="start_ms:Q",
             x2="end_ms:Q",
             y=y,
-            color=alt.Color("op:N", title="collective"),
+            color=alt.Color("op:N", title="collective", legend=LEGEND),
             tooltip=[
                 "rank",
                 "op",
@@ -104,16 +115,17 @@ def timeline(tracks: pd.DataFrame, colls: pd.DataFrame, lanes: list[str]) -> alt
 def scatter_loglog(
     df: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: str, y_title: str
 ) -> alt.Chart:
-    """A log-log scatter."""
+    """A log-log scatter, coloured by `color` (legend below, labels uncut)."""
     return (
         alt.Chart(df, title=title)
         .mark_circle(size=40, opacity=0.7)
         .encode(
             x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x_title),
             y=alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y_title),
-            color=f"{color}:N",
+            color=alt.Color(f"{color}:N", legend=alt.Legend(**LEGEND)),
             tooltip=list(df.columns),
         )
+        .properties(height=300)
     )
 
 
@@ -125,16 +137,19 @@ def with_rule(chart: alt.Chart, y: float, label: str) -> alt.LayerChart:
     return chart + line + text
 
 
-def bars(df: pd.DataFrame, x: str, y: str, title: str, highlight: str | None = None) -> alt.Chart:
-    """Horizontal bars of `x` per category `y` (kept in the frame's order)."""
+def bars(
+    df: pd.DataFrame, x: str, y: str, title: str, x_title: str, highlight: str | None = None
+) -> alt.Chart:
+    """Horizontal bars of `x` per category `y` (kept in the frame's order); rows where
+    `highlight` is true in red (the meaning is said in the title or caption, not a legend)."""
     enc = {
-        "x": alt.X(f"{x}:Q", title=x),
-        "y": alt.Y(f"{y}:N", sort=None, title=y),
+        "x": alt.X(f"{x}:Q", title=x_title),
+        "y": alt.Y(f"{y}:N", sort=None, title=y, axis=alt.Axis(labelOverlap=True)),
         "tooltip": list(df.columns),
     }
     if highlight:
-        enc["color"] = alt.Color(f"{highlight}:N", scale=alt.Scale(range=["#9ecae9", "#e45756"]))
-    return alt.Chart(df, title=title).mark_bar().encode(**enc)
+        enc["color"] = alt.Color(f"{highlight}:N", scale=FLAG_COLORS, legend=None)
+    return alt.Chart(df, title=title).mark_bar().encode(**enc).properties(height=row_step(df[y]))
 
 
 def ring(order: list, title: str) -> alt.LayerChart:
@@ -155,7 +170,7 @@ def ring(order: list, title: str) -> alt.LayerChart:
         alt.datum.i < n
     )
     labels = base.mark_text().encode(text="rank:N").transform_filter(alt.datum.i < n)
-    return (path + nodes + labels).properties(width=220, height=220)
+    return (path + nodes + labels).properties(height=220)
 
 
 def _tree_positions(edges: pd.DataFrame) -> dict[int, float]:
@@ -198,37 +213,70 @@ def tree(edges: pd.DataFrame, title: str) -> alt.LayerChart:
         .encode(x="x:Q", y="y:Q")
     )
     text = alt.Chart(nodes).mark_text().encode(x="x:Q", y="y:Q", text="label:N")
-    return (lines + dots + text).properties(width=220, height=220)
+    return (lines + dots + text).properties(height=220)
 
 
 def curves(
     df: pd.DataFrame,
     x: str,
     y: str,
-    series: str,
     point: pd.DataFrame | None,
     title: str,
     x_title: str,
     y_title: str,
     log_x: bool = False,
 ) -> alt.LayerChart | alt.Chart:
-    """A line per `series` of `y` against `x`, with an optional highlighted point (the run)."""
+    """The line of `y` against `x`, with an optional highlighted point (the run). One series,
+    so no legend: the page's caption says what the line and the point are."""
     scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
+    tips = [alt.Tooltip(f"{x}:Q", title=x_title), alt.Tooltip(f"{y}:Q", format=".3f")]
     lines = (
         alt.Chart(df, title=title)
-        .mark_line(point=True)
+        .mark_line(point=True, color="#4c78a8")
         .encode(
             x=alt.X(f"{x}:Q", title=x_title, scale=scale),
             y=alt.Y(f"{y}:Q", title=y_title),
-            color=alt.Color(f"{series}:N", title=None),
-            tooltip=[x, alt.Tooltip(f"{y}:Q", format=".3f"), "verdict"],
+            tooltip=[*tips, "verdict"],
         )
+        .properties(height=220)
     )
     if point is None or point.empty:
         return lines
     dot = (
         alt.Chart(point)
         .mark_point(size=160, filled=True, color="black", shape="diamond")
-        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=[x, alt.Tooltip(f"{y}:Q", format=".3f"), series])
+        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=tips)
     )
     return lines + dot
+
+
+def stacked_parts(
+    df: pd.DataFrame, y: str, parts: dict[str, str], title: str, x_title: str = "ms per step"
+) -> alt.Chart:
+    """Horizontal stacked bars: one bar per `y` (e.g. rank), one segment per part (column →
+    label in `parts`, stacked in that order), with the legend below the chart so it is never
+    clipped."""
+    long = df.melt(id_vars=[y], value_vars=list(parts), var_name="part", value_name="ms")
+    long["part"] = long["part"].map(parts)
+    long["order"] = long["part"].map({label: i for i, label in enumerate(parts.values())})
+    return (
+        alt.Chart(long, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("ms:Q", title=x_title, stack="zero"),
+            y=alt.Y(f"{y}:N", sort=None, title=y),
+            color=alt.Color(
+                "part:N",
+                sort=list(parts.values()),
+                scale=alt.Scale(domain=list(parts.values()), range=PART_COLORS),
+                legend=alt.Legend(orient="bottom", columns=3, labelLimit=260, title=None),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[y, "part", alt.Tooltip("ms:Q", format=".3f")],
+        )
+        .properties(height=row_step(df[y]))
+    )
+
+
+#: Colours of the six parts of a step: compute greens, communication reds, memory, idle grey.
+PART_COLORS = ["#2e7d32", "#81c784", "#c62828", "#ef9a9a", "#5c6bc0", "#bdbdbd"]

@@ -166,7 +166,7 @@ def _decomposition(d: dict, table: Table) -> str:
     return head + "\n" + table(pd.DataFrame(d["ranks"])[cols])
 
 
-def _replay(r: dict, table: Table) -> str:
+def render_replay(r: dict, table: Table) -> str:
     if not r.get("available"):
         return f"not available: {r.get('reason')}"
     head = (
@@ -197,7 +197,7 @@ def _checklist(items: list[dict], table: Table) -> str:
 RENDERERS: dict[str, Callable[[Any, Table], str]] = {
     "diagnosis": _diagnosis,
     "decomposition": _decomposition,
-    "replay": _replay,
+    "replay": render_replay,
     "run_info": _run_info,
     "model": _model,
     "checklist": _checklist,

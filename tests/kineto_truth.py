@@ -80,7 +80,13 @@ def gpu_steps(path: Path) -> dict[int, dict[str, float]]:
         }
         comp, comm = length(clipped["compute"]), length(clipped["comm"])
         both = overlap(clipped["compute"], clipped["comm"])
-        out[n] = {"step_ns": hi - lo, "eta": both / min(comp, comm) if min(comp, comm) else None}
+        out[n] = {
+            "step_ns": hi - lo,
+            "eta": both / min(comp, comm) if min(comp, comm) else None,
+            "compute_ns": comp,
+            "comm_ns": comm,
+            "both_ns": both,
+        }
     return out
 
 

@@ -88,11 +88,9 @@ def table(at, *columns):
 
 
 def upload(at, name, files, notes=""):
-    at.text_input(key="upload_name").input(name)
-    at.text_area(key="upload_notes").input(notes)
-    at.file_uploader(key="upload_files").set_value(
-        [(n, b, "application/octet-stream") for n, b in files]
-    )
+    at.text_input[0].input(name)  # the form's widgets (their keys change per stored run)
+    at.text_area[0].input(notes)
+    at.file_uploader[0].set_value([(n, b, "application/octet-stream") for n, b in files])
     next(b for b in at.button if b.label == "Store run").click()
     return at.run()
 
@@ -174,16 +172,24 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     s = reports["dlrm"]["summary"]
     shown = {m.label: m.value for m in at.metric}
     assert shown == overview_metrics(s)
-    # the headline from the raw files by plain Python (tests/kineto_truth.py): medians over the
-    # eight ranks of the one step's window length and η
+    # the headline from the raw files by plain Python (tests/kineto_truth.py): the mean over the
+    # eight ranks of the one step's window length, and η of the mean row
     truth = [gpu_steps(p)[10] for p in sorted(DLRM.glob("*.gz"))]
-    step_ms = statistics.median(t["step_ns"] for t in truth) / 1e6
-    assert shown["Step time"] == f"{step_ms:.3f} ms" == "14.808 ms"
-    assert shown["Overlap η"] == f"{statistics.median(t['eta'] for t in truth):.3f}"
-    assert texts(at.error)[0].startswith("**communication wall**: exposed communication is 39.7%")
+    step_ms = statistics.mean(t["step_ns"] for t in truth) / 1e6
+    assert shown["Step time"] == f"{step_ms:.3f} ms" == "14.775 ms"
+    comp, comm, both = (statistics.mean(t[k] for t in truth) for k in ("compute_ns", "comm_ns",
+                                                                       "both_ns"))  # fmt: skip
+    assert shown["Overlap η"] == f"{both / min(comp, comm):.3f}"
+    # the answer to "why" leads: a wall, but made of waiting and idle time, not bandwidth
+    plain = [t.replace("\\", "") for t in texts(at.error) + texts(at.markdown)]
+    assert plain[0].startswith("**Host-, input- or launch-bound")
+    why = next(t for t in plain if t.startswith("Communication wall"))
+    assert "exposed communication is 5.9 ms (40%)" in why and "rank 7" in why
     shown_table = table(at, "metric", "measured", "predicted")
     assert list(shown_table["measured"]) == list(shown.values())
-    assert "Gradient sync only: leaves out alltoall (see the Model page)." in texts(at.caption)
+    # the model (data volumes over link speed) predicts no wall: the paragraph says why they differ
+    assert any(t.startswith("**Predicted** (α-β model): compute-bound") for t in plain)
+    assert "predicts no wall" in why
 
 
 def charts(at):
@@ -197,12 +203,26 @@ def chart_data(at, i=0):
     return json.loads(proto.spec), data
 
 
+def chart_title(at, i):
+    """The title of the i-th chart (a layered chart carries it on its first layer)."""
+    spec, _ = chart_data(at, i)
+    title = spec.get("title") or spec["layer"][0]["title"]
+    return title["text"] if isinstance(title, dict) else title
+
+
 def test_ranks_page_heatmaps_carry_the_step_metrics(store, reports, tmp_path, monkeypatch):
     at = app(store, monkeypatch, tmp_path, run="gloo", page="ranks")
-    assert len(charts(at)) == 2  # heatmaps of η, τ_comm, wait; distributions
+    assert len(charts(at)) == 6  # heatmaps of η, τ_comm, wait; their distributions
+    titles = [chart_title(at, i) for i in range(6)]
+    assert titles == [
+        "Overlap η (fraction) per rank and step",
+        "τ_comm (ms) per rank and step",
+        "Wait for peers (ms) per rank and step",
+        "Distribution of Overlap η (fraction)",
+        "Distribution of τ_comm (ms)",
+        "Distribution of Wait for peers (ms)",
+    ]
     spec, rows = chart_data(at, 0)
-    titles = [c["layer"][0]["title"] for c in spec["hconcat"]]
-    assert titles == ["Overlap η", "τ_comm (ms)", "Wait for peers (ms)"]
     got = dict(zip(zip(rows["rank"], rows["step"], strict=True), rows["eta"], strict=True))
     want = {(s["rank"], s["step"]): s["eta"] for s in reports["gloo"]["steps"]}
     assert got == pytest.approx(want)
@@ -225,9 +245,14 @@ def test_collectives_page_and_link_peak_feed_the_checklist(store, reports, tmp_p
     want = pd.DataFrame(reports["dlrm"]["collectives"]["ops"])
     assert list(ops["op"]) == list(want["op"])
     assert list(ops["busbw_GBps_median"]) == pytest.approx(list(want["busbw_GBps_median"]))
-    assert len(charts(at)) == 1  # size vs transfer time beside busbw
-    _, points = chart_data(at)
-    assert len(points) == reports["dlrm"]["collectives"]["matching"]["instances"]
+    assert len(charts(at)) == 2  # size vs transfer time beside busbw
+    assert [chart_title(at, i) for i in range(2)] == [
+        "Transfer time by message size (ms)",
+        "Bus bandwidth by message size (GB/s)",
+    ]
+    for i in range(2):
+        _, points = chart_data(at, i)
+        assert len(points) == reports["dlrm"]["collectives"]["matching"]["instances"]
     protocols = table(at, "op", "protocol")
     assert set(protocols["protocol"]) == {"LL", "SIMPLE"}
     at.selectbox(key="peak_pick").select("InfiniBand HDR 200 Gb/s, per NIC").run()
@@ -244,7 +269,10 @@ def test_collectives_page_and_link_peak_feed_the_checklist(store, reports, tmp_p
 def test_stragglers_page(store, reports, tmp_path, monkeypatch):
     at = app(store, monkeypatch, tmp_path, run="dlrm", page="stragglers")
     s = reports["dlrm"]["stragglers"]
-    assert texts(at.warning) == [md(s["verdict"])] and s["verdict"].startswith("straggler: rank 7")
+    alert = texts(at.warning) + texts(at.success)
+    answer, _, findings = s["verdict"].partition(": ")  # "<answer>: <finding>; <finding>"
+    assert len(alert) == 1 and alert[0].startswith(f"**{md(answer[:1].upper() + answer[1:])}**")
+    assert [f"- {md(f)}" for f in findings.split("; ")] == alert[0].splitlines()[1:]
     rows = table(at, "rank", "flagged", "wait_caused_ms")
     assert rows["rank"].iloc[0] == "7" and bool(rows["flagged"].iloc[0])
     by_rank = {str(r["rank"]): r["wait_caused_ms"] for r in s["ranks"]}
@@ -323,7 +351,8 @@ def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path
         f"Not in the prediction: alltoall ({left_out['alltoall']:g} per step). Their time is in "
         "the measured τ_comm; the model covers all-reduce-equivalent traffic (gradient sync) only."
     ]
-    assert len(charts(at)) == 1
+    assert len(charts(at)) == len(whatif.KNOBS)  # one curve per knob, each with its own title
+    assert len({chart_title(at, i) for i in range(len(whatif.KNOBS))}) == len(whatif.KNOBS)
     at.slider(key="wi_accum").set_value(8).run()
     s = whatif.with_knobs(
         data_scenario(store), {"grad_accum": 8, "eta": round(model["measured"]["eta"], 2)}
@@ -331,7 +360,10 @@ def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path
     want = whatif.predicted(s, model["measured"]["idle_ms"])
     shown = {m.label: m.value for m in at.metric}
     assert shown["Predicted step time"] == fmt_ms(want["step_ms"])
-    assert shown["Verdict"] == want["verdict"]
+    # 8 micro-batches per step: the fair comparison is the time of one
+    assert shown["Time per micro-batch"] == fmt_ms(want["step_ms"] / 8)
+    verdict = f"**Predicted verdict:** {md(want['verdict'])}."
+    assert any(m.value.startswith(verdict) for m in at.markdown)
 
 
 def data_scenario(db):
