@@ -73,6 +73,7 @@ def render_nccl(s: dict, table: Table) -> str:
     ]
     if s["findings"]:
         out += ["findings:", *(f"  - {f}" for f in s["findings"])]
+    cols: tuple[str, ...]  # the columns of each table printed below
     if s["transports"]:
         cols = ("scope", "transport", "count", "n_gdr", "n_processes", "scope_source")
         out += ["transports:", _table(s["transports"], cols, table)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -40,7 +41,7 @@ def run_picker() -> None:
     if st.session_state.get(RUN_KEY) not in names:
         st.session_state.pop(RUN_KEY, None)
     if names:
-        default = {} if RUN_KEY in st.session_state else {"index": len(names) - 1}
+        default: dict[str, Any] = {} if RUN_KEY in st.session_state else {"index": len(names) - 1}
         st.sidebar.selectbox("Run", names, key=RUN_KEY, **default)
     else:
         st.sidebar.caption("No runs yet.")
