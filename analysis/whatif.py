@@ -44,8 +44,10 @@ def with_knobs(s: Scenario, values: dict[str, float]) -> Scenario:
 
 
 def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
-    """step_ms (compute + exposed communication + idle, per optimizer step), tau_comp_ms,
-    tau_comm_ms, exposed_comm_ms, comm_overhead (exposed / step), verdict and reason."""
+    """step_ms (compute + exposed communication + idle, per optimizer step), micro_batch_ms
+    (step_ms over the step's grad_accum micro-batches: the time per sample's worth of work, fair
+    across gradient accumulation), tau_comp_ms, tau_comm_ms, exposed_comm_ms, comm_overhead
+    (exposed / step), verdict and reason."""
     p = predict(s)
     if p.step is None:
         raise ValueError("the scenario has no compute time")
@@ -55,6 +57,7 @@ def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
     v, reason = verdict(overhead, st.gamma, s.eta, DEFAULT_TARGET_OVERHEAD)
     return {
         "step_ms": step_ms,
+        "micro_batch_ms": step_ms / s.grad_accum,
         "tau_comp_ms": st.compute_s * 1e3,
         "tau_comm_ms": p.comm_s * 1e3,
         "exposed_comm_ms": st.exposed_comm_s * 1e3,

@@ -55,10 +55,11 @@ def fingerprint(table: pd.DataFrame, run: str) -> tuple:
     return (run, str(r["created_at"]), int(r["files"]), int(r["bytes"] or 0))
 
 
-@st.cache_data(show_spinner="Analysing the run…", max_entries=32)
+@st.cache_resource(show_spinner="Analysing the run…", max_entries=32)
 def report(path: str, run: str, fp: tuple) -> dict:
     """The report of `run` (analysis.report.build_report's dict, sections that fail recorded
-    under `analysis_errors`)."""
+    under `analysis_errors`). Held as one shared object, not copied per page visit (a 64-rank
+    report takes longer to unpickle than most pages take to draw): pages only read it."""
     with store(path).reading() as con:
         return build_report(con, run, keep_going=True)
 

@@ -7,7 +7,10 @@ element that renders Markdown; nothing is ever rendered with unsafe_allow_html.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+import altair as alt
+import pandas as pd
 import streamlit as st
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&\"'])")
@@ -17,6 +20,15 @@ def md(text: object) -> str:
     """`text` with every Markdown/HTML/LaTeX/emoji control character backslash-escaped, so
     Streamlit shows it literally (no links, images, markup or directives)."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def md_code(text: object) -> str:
+    """`text` escaped like `md()`, except that `code spans` stay code spans (shown as code, never
+    as literal backticks; nothing inside a code span is markup)."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code spans
+        return md(text)
+    return "".join(f"`{p}`" if i % 2 else md(p) for i, p in enumerate(parts))
 
 
 def fmt_ms(v: float | None) -> str:
@@ -34,6 +46,29 @@ def fmt_pct(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}%"
 
 
+def plot(
+    df: pd.DataFrame | None,
+    build: Callable[[pd.DataFrame], alt.TopLevelMixin],
+    empty: str,
+    key: str | None = None,
+    where: object = st,
+) -> None:
+    """`build(df)` drawn across its column in `where` (st, a column, a container), or the
+    sentence `empty` instead of a chart with nothing in it."""
+    if df is None or df.empty:
+        where.caption(empty)
+    else:
+        where.altair_chart(build(df), key=key, width="stretch")
+
+
+def table(df: pd.DataFrame, key: str | None = None, where: object = st) -> None:
+    """`df` as a table without the columns that hold nothing, and with "—" where a value is
+    missing (not "None")."""
+    df = df.dropna(axis=1, how="all")
+    text = df.select_dtypes(include="object").columns
+    where.dataframe(df.fillna(dict.fromkeys(text, "—")), hide_index=True, key=key)
+
+
 def missing(what: str, how: str) -> None:
     """Say plainly that `what` is not available for this run and `how` to get it."""
     st.info(f"**{what}** is not available for this run. {how}", icon=":material/info:")
@@ -45,3 +80,51 @@ UPLOAD_NCCL = (
     "`NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH,TUNING` and `NCCL_DEBUG_FILE=nccl.%h.%p.log`) "
     "together with its traces."
 )
+
+
+def _run_info(report: dict) -> dict:
+    return report.get("run_info") or {}
+
+
+def traces_hint(report: dict) -> str:
+    """What to upload (or what the uploaded traces lack) for analyses of collectives matched
+    across ranks, worded from what this run already holds."""
+    info = _run_info(report)
+    files = info.get("files") or {}
+    n = info.get("n_ranks") or 0
+    if not (files.get("kineto") or files.get("nsys")):
+        return UPLOAD_TRACES
+    if n < 2:
+        return (
+            "The run holds the trace of one rank only; collectives are matched across ranks, "
+            "so upload the other ranks' traces too."
+        )
+    return (
+        f"The traces of the run's {n} ranks hold no collective found on two or more ranks "
+        "(matched by sequence number, else by order per process group): every rank must be "
+        "traced over the same steps with its communication recorded."
+    )
+
+
+def steps_hint(report: dict) -> str:
+    """Why per-step views are empty: the traces carry no `ProfilerStep#N` annotations."""
+    files = _run_info(report).get("files") or {}
+    if not (files.get("kineto") or files.get("nsys")):
+        return UPLOAD_TRACES
+    return (
+        "The traces carry no ProfilerStep#N annotations (profile with "
+        "torch.profiler.schedule and call prof.step() every iteration, or mark steps with an "
+        "NVTX range of that name for Nsight Systems)."
+    )
+
+
+def nccl_hint(report: dict) -> str:
+    """What to upload for NCCL findings; for a run that does not use NCCL, that they do not
+    apply."""
+    backends = [b for b in _run_info(report).get("backends") or [] if b]
+    if backends and "nccl" not in backends:
+        return (
+            f"This run communicates through {', '.join(map(md, backends))}, not NCCL: NCCL "
+            "logs do not apply to it."
+        )
+    return UPLOAD_NCCL

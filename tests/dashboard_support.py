@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import duckdb
@@ -76,3 +80,164 @@ def overview_metrics(s: dict) -> dict[str, str]:
         "γ": fmt_ratio(s["gamma"]),
         "Idle": fmt_ms(s["idle_ms"]),
     }
+
+
+# --- the browser side: a served store, page visits, what the page fetched and drew ----------
+
+
+def commwall_cmd() -> list[str]:
+    """How to start the `commwall` CLI of this environment."""
+    exe = Path(sys.executable).with_name("commwall")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dashboard"]
+
+
+class Server:
+    """`commwall serve` on a free port, stopped by its own pid (serve execs Streamlit)."""
+
+    def __init__(self, db_file: Path, log: Path) -> None:
+        self.db, self.port = db_file, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [*commwall_cmd(), "serve", "--db", str(db_file), "--port", str(self.port)]
+        self.log = open(log, "w")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).status == 200:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"commwall serve did not come up; see {log}")
+
+    def stop(self) -> None:
+        """Terminate the server (kill it after 10 s)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.log.close()
+
+
+def settle(page, timeout: float = 60_000) -> None:
+    """Wait until the script run is over and every chart has drawn."""
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout
+    )
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+                 .every(c => c.querySelector('canvas, svg'))""",
+        timeout=timeout,
+    )
+
+
+def open_page(page, title: str) -> float:
+    """Click the page titled `title` in the sidebar and wait for it; returns the seconds."""
+    t = time.perf_counter()
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+    heading = title.split()[0]
+    page.get_by_test_id("stHeading").filter(has_text=heading).first.wait_for(timeout=60_000)
+    settle(page)
+    return time.perf_counter() - t
+
+
+class Requests:
+    """Every URL a browser context asks for, from the moment it is attached."""
+
+    def __init__(self, context) -> None:
+        self.urls: list[str] = []
+        context.on("request", lambda r: self.urls.append(r.url))
+
+    def foreign(self, own: str) -> list[str]:
+        """Requests to any host other than `own` (scheme://host:port); data: and blob: URLs
+        are local."""
+        local = ("data:", "blob:", "about:")
+        return [u for u in self.urls if not u.startswith(own) and not u.startswith(local)]
+
+
+#: Per drawn chart: its drawing's box, the box of its Streamlit element, and the legend
+#: labels Vega cut short (Vega draws a cut label as its text plus an ellipsis).
+CHART_GEOMETRY_JS = """() => {
+  const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+  const m = main.getBoundingClientRect();
+  const pad = parseFloat(getComputedStyle(main).paddingRight) || 0;
+  return [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map(el => {
+    const d = el.querySelector('canvas, svg');
+    const b = d ? d.getBoundingClientRect() : null;
+    const e = el.getBoundingClientRect();
+    return {
+      content_right: m.right - pad,
+      element_right: e.right,
+      element_width: e.width,
+      drawn_right: b ? b.right : null,
+      drawn_width: b ? b.width : null,
+      drawn_height: b ? b.height : null,
+      title: el.getAttribute('aria-label') || '',
+    };
+  });
+}"""
+
+
+def chart_geometry(page) -> list[dict]:
+    """CHART_GEOMETRY_JS evaluated on `page`."""
+    return page.evaluate(CHART_GEOMETRY_JS)
+
+
+def screenshot(page, path: Path) -> None:
+    """The whole page as PNG: Streamlit scrolls its main area inside the window, so the window
+    is made as tall as that area for the shot (and restored after)."""
+    size = page.viewport_size
+    tall = page.evaluate(
+        """() => { const m = document.querySelector('[data-testid="stMain"]');
+                   return m ? m.scrollHeight : document.body.scrollHeight; }"""
+    )
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], int(tall))})
+    settle(page)
+    page.screenshot(path=str(path))
+    page.set_viewport_size(size)
+
+
+def pick_run(page, run: str) -> None:
+    """Choose `run` in the sidebar's run picker and wait for the page to redraw."""
+    page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").click()
+    page.get_by_role("option", name=run, exact=True).click()
+    settle(page)
+
+
+def move_sliders(page) -> list[float]:
+    """Move every slider of the page one notch right, then back; seconds per move."""
+    out = []
+    sliders = page.get_by_test_id("stSlider")
+    for i in range(sliders.count()):
+        for key in ("ArrowRight", "ArrowLeft"):
+            thumb = sliders.nth(i).get_by_role("slider").first
+            before = page.get_by_test_id("stMetricValue").all_inner_texts()
+            thumb.focus()
+            t = time.perf_counter()
+            thumb.press(key)
+            page.wait_for_function(
+                """before => {
+                  const now = [...document.querySelectorAll('[data-testid="stMetricValue"]')]
+                    .map(e => e.innerText);
+                  const app = document.querySelector('[data-testid="stApp"]');
+                  return app.dataset.testScriptState === 'notRunning'
+                    && JSON.stringify(now) !== JSON.stringify(before);
+                }""",
+                arg=before,
+                timeout=30_000,
+                polling="raf",
+            )
+            settle(page)
+            out.append(time.perf_counter() - t)
+    return out
+
+
+def assert_charts_fit(page, where: str) -> None:
+    """Every chart on `page` is drawn, inside its element and inside the content area (nothing
+    cut off: legends and axes included)."""
+    for g in chart_geometry(page):
+        assert g["drawn_height"] and g["drawn_height"] > 20, (where, g)
+        assert g["drawn_width"] <= g["element_width"] + 1, (where, g)
+        assert g["drawn_right"] <= g["content_right"] + 1, (where, g)

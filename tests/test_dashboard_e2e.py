@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,11 +18,17 @@ from conftest import DLRM, ROOT, SAMPLES
 from dashboard_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    free_port,
+    Requests,
+    Server,
+    assert_charts_fit,
+    commwall_cmd,
     ingest_dir,
+    move_sliders,
     overview_metrics,
+    settle,
     steps_of,
 )
+from dashboard_support import open_page as support_open_page
 from synthetic_traces import Scenario, simulate, write_kineto
 
 from dashboard import nav
@@ -41,45 +45,13 @@ TITLES = {k: title for k, (_, title, _) in nav.PAGES.items()}
 VIEWPORT = {"width": 1280, "height": 800}
 
 
-def commwall(*args: str) -> list[str]:
-    exe = Path(sys.executable).with_name("commwall")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dashboard"]
-
-
-class Server:
-    """`commwall serve` on a free port, stopped by its own pid (serve execs Streamlit)."""
-
-    def __init__(self, db: Path, log: Path) -> None:
-        self.db, self.port = db, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [*commwall(), "serve", "--db", str(db), "--port", str(self.port)]
-        self.log = open(log, "w")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).status == 200:
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"commwall serve did not come up; see {log}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.log.close()
-
-
 def cli_json(*args: str) -> object:
     """`commwall … --format json` against a store the server may be touching: retried while
     the server holds the file for a moment."""
     for _ in range(50):
-        p = subprocess.run([*commwall(), *args, "--format", "json"], capture_output=True, text=True)
+        p = subprocess.run(
+            [*commwall_cmd(), *args, "--format", "json"], capture_output=True, text=True
+        )
         if p.returncode == 0:
             return json.loads(p.stdout)
         if "lock" not in p.stderr:
@@ -104,26 +76,9 @@ def empty_server(tmp_path_factory):
     s.stop()
 
 
-def settle(page, timeout: float = 60_000) -> None:
-    """Wait until the script run is over and every chart has drawn."""
-    page.wait_for_selector(
-        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout
-    )
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
-                 .every(c => c.querySelector('canvas, svg'))""",
-        timeout=timeout,
-    )
-
-
 def open_page(page, key: str) -> float:
     """Click page `key` in the sidebar and wait for it; returns the seconds it took."""
-    t = time.perf_counter()
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=TITLES[key]).click()
-    heading = TITLES[key].split()[0]
-    page.get_by_test_id("stHeading").filter(has_text=heading).first.wait_for(timeout=60_000)
-    settle(page)
-    return time.perf_counter() - t
+    return support_open_page(page, TITLES[key])
 
 
 def no_exception(page) -> None:
@@ -157,10 +112,17 @@ def traces(folder: Path) -> list[Path]:
 
 def test_upload_dlrm_and_open_every_page(browser, empty_server):
     start = time.perf_counter()
-    page = browser.new_page(viewport=VIEWPORT)
+    context = browser.new_context(viewport=VIEWPORT)
+    requests = Requests(context)
+    page = context.new_page()
     page.goto(empty_server.url)
     fill_upload(page, "dlrm", traces(DLRM))
     store(page, "dlrm", 8)
+    # the sidebar shows the new run at once, and the form is empty for the next one
+    picker = page.get_by_test_id("stSidebar").get_by_role("combobox", name="Run")
+    assert picker.input_value() == "dlrm"
+    assert page.get_by_test_id("stFileChip").count() == 0
+    assert page.get_by_label("Run name").input_value() == ""
     page.get_by_role("link", name="Open its overview").click()
     page.get_by_test_id("stMetricValue").first.wait_for(timeout=60_000)
     settle(page)
@@ -179,12 +141,15 @@ def test_upload_dlrm_and_open_every_page(browser, empty_server):
     for key in nav.PAGES:
         times[key] = open_page(page, key)
         no_exception(page)
+        assert_charts_fit(page, key)
         page.screenshot(path=str(ARTIFACTS / f"{key}.png"))
     report = cli_json("report", "--db", str(empty_server.db), "--run", "dlrm")
     open_page(page, "checklist")
     counts = page.get_by_test_id("stMetricValue").all_inner_texts()
     want = [sum(i["status"] == s for i in report["checklist"]) for s in ("attention", "ok")]
     assert [int(c) for c in counts[:2]] == want
+    # everything (scripts, fonts, icons, the favicon) came from the app itself
+    assert requests.urls and requests.foreign(empty_server.url) == []
     elapsed = time.perf_counter() - start
     (ARTIFACTS / "e2e_dlrm.json").write_text(json.dumps({"seconds": elapsed, "pages": times}))
     print(f"\nDLRM e2e: {elapsed:.1f} s; page loads {json.dumps(times)}")
@@ -229,8 +194,15 @@ def server_64(tmp_path_factory):
     s.stop()
 
 
-def test_page_switch_median_under_a_second_on_64_ranks(browser, server_64):
-    page = browser.new_page(viewport=VIEWPORT)
+def p90(xs) -> float:
+    """The 90th percentile of `xs` (inclusive method)."""
+    return statistics.quantiles(list(xs), n=10, method="inclusive")[8]
+
+
+def test_page_switch_and_sliders_fast_on_64_ranks(browser, server_64):
+    context = browser.new_context(viewport=VIEWPORT)
+    requests = Requests(context)
+    page = context.new_page()
     page.goto(server_64.url)
     page.get_by_test_id("stFileUploader").wait_for(timeout=60_000)
     first, again = {}, {}
@@ -238,16 +210,21 @@ def test_page_switch_median_under_a_second_on_64_ranks(browser, server_64):
         for key in nav.PAGES:
             times[key] = open_page(page, key)
             no_exception(page)
+            assert_charts_fit(page, key)
+    open_page(page, "model")
+    sliders = move_sliders(page)
     open_page(page, "ranks")
     page.screenshot(path=str(ARTIFACTS / "ranks_64.png"), full_page=True)
     result = {
         "first_load_s": first,
         "switch_s": again,
-        "switch_median_s": statistics.median(again.values()),
-        "switch_max_s": max(again.values()),
+        "switch_p90_s": p90(again.values()),
+        "slider_s": sliders,
+        "slider_p90_s": p90(sliders),
     }
     (ARTIFACTS / "page_switch_64.json").write_text(json.dumps(result, indent=2))
     print(f"\n64 ranks: {json.dumps(result)}")
-    assert result["switch_median_s"] < 1.0, result
-    # the second visit is served from the cache: faster than the first, page by page in sum
-    assert sum(again.values()) < sum(first.values()), result
+    assert len(sliders) == 10  # five knobs, each moved and moved back
+    assert result["switch_p90_s"] <= 1.0, result
+    assert result["slider_p90_s"] <= 0.3, result
+    assert requests.foreign(server_64.url) == []

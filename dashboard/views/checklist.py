@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.checklist import ATTENTION, NOT_OBSERVABLE, OK, evaluate
+from analysis.checklist import ATTENTION, NOT_OBSERVABLE, OK, evaluate, ordered
 from dashboard import nav, session
-from dashboard.ui import md
+from dashboard.ui import md, md_code
 
 BADGES = {
     ATTENTION: ("attention", "red", ":material/warning:"),
@@ -18,6 +18,7 @@ v = session.current_run()
 st.header(f"Checklist — {md(v.run)}")
 peak = st.session_state.get("link_peak_gbps")
 items = evaluate(v.report, peak) if peak else v.report.get("checklist") or evaluate(v.report)
+items = ordered(items)
 
 counts = {s: sum(i["status"] == s for i in items) for s in BADGES}
 cols = st.columns(3)
@@ -30,8 +31,8 @@ for item in items:
     label, color, icon = BADGES[item["status"]]
     with st.container(border=True, key=f"check_{item['key']}"):
         st.markdown(f":{color}-badge[{icon} {label}] **{item['title']}**")
-        st.markdown(md(item["evidence"]))
+        st.markdown(md_code(item["evidence"]))
         if item.get("action"):
-            st.caption(md(item["action"]))
+            st.caption(md_code(item["action"]))
         page, title, page_icon = nav.PAGES[item["page"]]
         st.page_link(page, label=f"Open {title}", icon=page_icon)

@@ -8,7 +8,7 @@ import streamlit as st
 
 from analysis.links import LINK_PEAKS_GBPS
 from dashboard import charts, data, session
-from dashboard.ui import UPLOAD_NCCL, UPLOAD_TRACES, md, missing
+from dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
 
 PEAK_KEY = "link_peak_gbps"  # plain session key: kept when the widget's page is not shown
 
@@ -31,7 +31,7 @@ section = v.report.get("collectives")
 ops = section.get("ops") if isinstance(section, dict) else None
 st.subheader("Per operation")
 if ops:
-    st.dataframe(pd.DataFrame(ops), hide_index=True, key="collectives_per_op")
+    table(pd.DataFrame(ops), key="collectives_per_op")
     m = section.get("matching") or {}
     st.caption(
         f"{m.get('instances', 0)} collective instances matched across ranks; incomplete "
@@ -39,29 +39,51 @@ if ops:
         f"{m.get('op_mismatch', 0)}. Times in ms, bandwidths in GB/s (10⁹ B/s)."
     )
 else:
-    missing("Per-operation collective statistics", UPLOAD_TRACES)
+    missing("Per-operation collective statistics", traces_hint(v.report))
 
 inst = data.macro_rows(v.path, v.run, v.fp, "collective_instances")
 needed = {"op", "bytes", "transfer_ns", "busbw_GBps"}
 if inst is None or inst.empty or not needed <= set(inst.columns):
-    missing("Matched collective instances", "They need one trace per rank of the same steps.")
+    missing("Matched collective instances", traces_hint(v.report))
 else:
-    pts = inst[inst["transfer_ns"] > 0].assign(transfer_ms=lambda d: d["transfer_ns"] / 1e6)
-    size_time = charts.scatter_loglog(
-        pts, "bytes", "transfer_ms", "op", "Size vs transfer time", "bytes", "transfer (ms)"
+    pts = inst[(inst["transfer_ns"] > 0) & (inst["bytes"] > 0)]
+    pts = pts.assign(transfer_ms=pts["transfer_ns"] / 1e6)
+    left, right = st.columns(2)
+    plot(
+        pts,
+        lambda d: charts.scatter_loglog(
+            d,
+            "bytes",
+            "transfer_ms",
+            "op",
+            "Transfer time by message size (ms)",
+            "message size (bytes)",
+            "transfer (ms)",
+        ),
+        "No matched collective has both a message size and a transfer time to draw.",
+        key="collective_size_time",
+        where=left,
     )
-    bw = charts.scatter_loglog(
+
+    def busbw(d: pd.DataFrame) -> alt.TopLevelMixin:
+        bw = charts.scatter_loglog(
+            d,
+            "bytes",
+            "busbw_GBps",
+            "op",
+            "Bus bandwidth by message size (GB/s)",
+            "message size (bytes)",
+            "busbw (GB/s)",
+        )
+        return charts.with_rule(bw, peak, f"link peak {peak:g} GB/s") if peak else bw
+
+    plot(
         pts[pts["busbw_GBps"] > 0],
-        "bytes",
-        "busbw_GBps",
-        "op",
-        "Bus bandwidth",
-        "bytes",
-        "busbw (GB/s)",
+        busbw,
+        "No matched collective has a bus bandwidth to draw (it needs message sizes).",
+        key="collective_busbw",
+        where=right,
     )
-    if peak:
-        bw = charts.with_rule(bw, peak, f"link peak {peak:g} GB/s")
-    st.altair_chart(alt.hconcat(size_time, bw), key="collective_scatter")
     st.caption(
         "Transfer = end − last rank's start (waiting for late peers excluded); busbw uses the "
         "nccl-tests factors. Points far below the peak at large sizes point at the network."
@@ -71,13 +93,13 @@ st.subheader("Algorithm and protocol")
 chosen = data.macro_rows(v.path, v.run, v.fp, "nccl_algorithm_choices")
 hints = data.macro_rows(v.path, v.run, v.fp, "collective_algorithms")
 if chosen is not None and not chosen.empty:
-    st.dataframe(chosen, hide_index=True, key="nccl_algorithms")
+    table(chosen, key="nccl_algorithms")
     st.caption("NCCL's own choices, from its TUNING log lines.")
 elif hints is not None and not hints.empty:
-    st.dataframe(hints, hide_index=True, key="kernel_algorithms")
+    table(hints, key="kernel_algorithms")
     st.caption(
         "From kernel names only (a hint). NCCL's own choice is in its TUNING log lines: "
         "log with NCCL_DEBUG_SUBSYS=TUNING."
     )
 else:
-    missing("NCCL's algorithm and protocol choice", UPLOAD_NCCL)
+    missing("NCCL's algorithm and protocol choice", nccl_hint(v.report))

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from analysis import whatif
 from dashboard import charts, data, session
-from dashboard.ui import UPLOAD_TRACES, fmt_ms, fmt_pct, fmt_ratio, md, missing
+from dashboard.ui import fmt_ms, fmt_pct, fmt_ratio, md, missing, plot, traces_hint
 
 #: Rows of the measured/predicted table: key → (label, formatter).
 ROWS = {
@@ -38,9 +37,14 @@ v = session.current_run()
 st.header(f"Model and what-if — {md(v.run)}")
 model = v.report.get("model")
 if not isinstance(model, dict) or not model.get("predicted"):
-    status = model.get("status") if isinstance(model, dict) else "no model section"
-    missing("The calibrated model", f"Status: {md(status)}. It needs matched collectives "
-            "with message sizes. " + UPLOAD_TRACES)  # fmt: skip
+    status = model.get("status") if isinstance(model, dict) else None
+    matched = ((v.report.get("collectives") or {}).get("matching") or {}).get("instances")
+    how = (
+        f"The model was not calibrated on this run: {md(status or 'no model section')}."
+        if matched
+        else traces_hint(v.report)
+    )
+    missing("The calibrated model", how)
     st.stop()
 
 measured, predicted, fit = model["measured"], model["predicted"], model.get("fit") or {}
@@ -75,63 +79,94 @@ idle = measured.get("idle_ms") or 0.0
 base = {k: whatif.knob_value(s, k) for k in whatif.KNOBS}
 base["eta"] = round(base["eta"], 2)  # the slider's resolution
 
-st.subheader("What if…")
-a, b, c = st.columns(3)
-knobs = {
-    "grad_accum": a.slider(whatif.KNOBS["grad_accum"][0], 1, 32, 1, key="wi_accum"),
-    "link_Bps": b.select_slider(
-        whatif.KNOBS["link_Bps"][0],
-        [base["link_Bps"] * f for f in LINK_FACTORS],
-        value=base["link_Bps"],
-        format_func=lambda x: f"{x:.3g}",
-        key="wi_link",
-    ),
-    "eta": c.slider(whatif.KNOBS["eta"][0], 0.0, 1.0, base["eta"], 0.01, key="wi_eta"),
-}
-a, b, _ = st.columns(3)
-knobs["compression"] = a.select_slider(
-    whatif.KNOBS["compression"][0], list(COMPRESSION), 1.0, COMPRESSION.get, key="wi_comp"
-)
-knobs["n_nodes"] = b.slider(
-    whatif.KNOBS["n_nodes"][0], 2, max(64, 4 * int(base["n_nodes"])), int(base["n_nodes"]),
-    key="wi_nodes",
-)  # fmt: skip
 
-now = whatif.predicted(whatif.with_knobs(s, knobs), idle)
-then = whatif.predicted(whatif.with_knobs(s, base), idle)
-m1, m2, m3 = st.columns(3)
-d_step, d_over = now["step_ms"] - then["step_ms"], now["comm_overhead"] - then["comm_overhead"]
-m1.metric(
-    "Predicted step time",
-    fmt_ms(now["step_ms"]),
-    f"{d_step:+.3f} ms" if abs(d_step) > 5e-4 else None,
-    delta_color="inverse",
-)
-m2.metric(
-    "Communication overhead",
-    fmt_pct(now["comm_overhead"]),
-    f"{100 * d_over:+.1f} pts" if abs(d_over) > 5e-4 else None,
-    delta_color="inverse",
-)
-m3.metric("Verdict", now["verdict"])
-st.caption(md(now["reason"]))
+def delta(now: float, then: float, fmt: str) -> str | None:
+    """`now - then` formatted, or None when it rounds to nothing."""
+    return fmt.format(now - then) if abs(now - then) > 5e-4 else None
 
-st.caption("Lines: the model with the other knobs as set above. ◆ the measured run.")
-curves = []
-for knob in whatif.KNOBS:
-    others = tuple((k, x) for k, x in knobs.items() if k != knob)
-    line = data.whatif_curve(v.path, v.run, v.fp, knob, SWEEPS[knob](base), others, idle)
-    curves.append(
-        charts.curves(
-            line.assign(series="predicted"),
-            knob,
-            "step_ms",
-            "series",
-            whatif.measured_point(s, knob, measured),
-            "Step time (per optimizer step)",
-            whatif.KNOBS[knob][0],
-            "ms",
-            log_x=knob == "link_Bps",
-        )
+
+@st.fragment
+def what_if() -> None:
+    """The sliders, the predictions and the curves: a slider move re-runs only this part."""
+    st.subheader("What if…")
+    a, b, c = st.columns(3)
+    knobs = {
+        "grad_accum": a.slider(whatif.KNOBS["grad_accum"][0], 1, 32, 1, key="wi_accum"),
+        "link_Bps": b.select_slider(
+            whatif.KNOBS["link_Bps"][0],
+            [base["link_Bps"] * f for f in LINK_FACTORS],
+            value=base["link_Bps"],
+            format_func=lambda x: f"{x:.3g}",
+            key="wi_link",
+        ),
+        "eta": c.slider(whatif.KNOBS["eta"][0], 0.0, 1.0, base["eta"], 0.01, key="wi_eta"),
+    }
+    a, b, _ = st.columns(3)
+    knobs["compression"] = a.select_slider(
+        whatif.KNOBS["compression"][0], list(COMPRESSION), 1.0, COMPRESSION.get, key="wi_comp"
     )
-st.altair_chart(alt.concat(*curves, columns=2), key="whatif_curves")
+    knobs["n_nodes"] = b.slider(
+        whatif.KNOBS["n_nodes"][0], 2, max(64, 4 * int(base["n_nodes"])), int(base["n_nodes"]),
+        key="wi_nodes",
+    )  # fmt: skip
+
+    now = whatif.predicted(whatif.with_knobs(s, knobs), idle)
+    then = whatif.predicted(whatif.with_knobs(s, base), idle)
+    same_batch = knobs["grad_accum"] == base["grad_accum"]
+    m1, m2, m3 = st.columns(3)
+    m1.metric(
+        "Predicted step time",
+        fmt_ms(now["step_ms"]),
+        delta(now["step_ms"], then["step_ms"], "{:+.3f} ms"),
+        # a step of more micro-batches is longer but does more work: not better or worse
+        delta_color="inverse" if same_batch else "off",
+    )
+    m2.metric(
+        "Time per micro-batch",
+        fmt_ms(now["micro_batch_ms"]),
+        delta(now["micro_batch_ms"], then["micro_batch_ms"], "{:+.3f} ms"),
+        delta_color="inverse",
+    )
+    m3.metric(
+        "Communication overhead",
+        fmt_pct(now["comm_overhead"]),
+        delta(100 * now["comm_overhead"], 100 * then["comm_overhead"], "{:+.1f} pts"),
+        delta_color="inverse",
+    )
+    st.markdown(f"**Predicted verdict:** {md(now['verdict'])}. {md(now['reason'])}")
+    if not same_batch:
+        st.caption(
+            f"A step of {knobs['grad_accum']} micro-batches covers {knobs['grad_accum']}× the "
+            "samples of one: compare the time per micro-batch."
+        )
+
+    st.caption(
+        "Each chart: the model's predicted step time (per optimizer step, ms) as one knob "
+        "moves, the other knobs as set above; ◆ the measured run."
+    )
+    cols = st.columns(2)
+    for i, knob in enumerate(whatif.KNOBS):
+        others = tuple((k, x) for k, x in knobs.items() if k != knob)
+        line = data.whatif_curve(v.path, v.run, v.fp, knob, SWEEPS[knob](base), others, idle)
+        label = whatif.KNOBS[knob][0]
+        name = label.split(" (")[0]
+        point = whatif.measured_point(s, knob, measured)
+        plot(
+            line,
+            lambda d, knob=knob, label=label, name=name, point=point: charts.curves(
+                d,
+                knob,
+                "step_ms",
+                point,
+                f"Predicted step time (ms) by {name}",
+                label,
+                "ms",
+                log_x=knob == "link_Bps",
+            ),
+            f"No prediction to draw for {name}.",
+            key=f"whatif_{knob}",
+            where=cols[i % 2],
+        )
+
+
+what_if()

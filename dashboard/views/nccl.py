@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, session
-from dashboard.ui import UPLOAD_NCCL, md, missing
+from dashboard.ui import md, missing, nccl_hint
 
 MAX_DRAWN = 4  # channels drawn per communicator
 
@@ -16,7 +16,7 @@ v = session.current_run()
 st.header(f"NCCL — {md(v.run)}")
 n = v.report.get("nccl")
 if not isinstance(n, dict) or not n.get("present"):
-    missing("NCCL information", UPLOAD_NCCL)
+    missing("NCCL information", nccl_hint(v.report))
     st.stop()
 
 
@@ -81,11 +81,13 @@ for comm in comms[:3]:
     cols = st.columns(MAX_DRAWN)
     for col, (_, row) in zip(cols, r.head(MAX_DRAWN).iterrows(), strict=False):
         cut = " (cut by NCCL)" if row["truncated"] else ""
-        col.altair_chart(charts.ring(list(row["ring"]), f"ring, channel {row['channel']}{cut}"))
+        ring = charts.ring(list(row["ring"]), f"Ring order, channel {row['channel']}{cut}")
+        col.altair_chart(ring, width="stretch")
     cols = st.columns(MAX_DRAWN)
     channels = sorted(t["channel"].unique())[:MAX_DRAWN] if not t.empty else []
     for col, ch in zip(cols, channels, strict=False):
-        col.altair_chart(charts.tree(t[t["channel"] == ch], f"tree, channel {ch}"))
+        tree = charts.tree(t[t["channel"] == ch], f"Tree, channel {ch}")
+        col.altair_chart(tree, width="stretch")
 
 st.subheader("Warnings, errors and timeouts")
 for key in ("warnings", "errors", "timeouts"):

@@ -7,11 +7,11 @@ import streamlit as st
 
 from analysis.outliers import flag_outliers
 from dashboard import charts, data, session
-from dashboard.ui import UPLOAD_TRACES, md, missing
+from dashboard.ui import md, missing, plot, steps_hint, table, traces_hint
 
 #: Metrics searched for outliers: steps-table column → title.
 METRICS = {
-    "eta": "Overlap η",
+    "eta": "Overlap η (fraction)",
     "tau_comm_ms": "τ_comm (ms)",
     "wait_ms": "Wait for peers (ms)",
     "step_ms": "Step time (ms)",
@@ -24,7 +24,7 @@ v = session.current_run()
 st.header(f"Ranks × steps — {md(v.run)}")
 steps = pd.DataFrame(v.report.get("steps") or [])
 if steps.empty:
-    missing("Per-step metrics", "The traces have no `ProfilerStep#N` annotations. " + UPLOAD_TRACES)
+    missing("Per-step metrics", steps_hint(v.report))
     st.stop()
 
 waits = data.macro_rows(v.path, v.run, v.fp, "rank_step_wait")
@@ -36,19 +36,25 @@ for m in shown:
     steps[f"{m}_outlier"] = flag_outliers(steps[m].tolist())
 
 maps = [m for m in HEATMAPS if m in steps.columns]
-st.altair_chart(
-    charts.side_by_side(*(charts.heatmap(steps, m, METRICS[m], f"{m}_outlier") for m in maps)),
-    key="heatmaps",
-)
-st.altair_chart(
-    charts.side_by_side(*(charts.histogram(steps, m, METRICS[m]) for m in maps)),
-    key="distributions",
-)
-if "wait_ms" not in steps.columns:
-    missing(
-        "Wait for peers per rank and step",
-        "It needs collectives matched across ranks (the straggler analysis). " + UPLOAD_TRACES,
+st.caption("Each cell is one rank in one step; a black border marks a robust outlier.")
+for col, m in zip(st.columns(len(maps)), maps, strict=True):
+    plot(
+        steps.dropna(subset=[m]),
+        lambda d, m=m: charts.heatmap(d, m, f"{METRICS[m]} per rank and step", f"{m}_outlier"),
+        f"No {METRICS[m]} to draw.",
+        key=f"heatmap_{m}",
+        where=col,
     )
+for col, m in zip(st.columns(len(maps)), maps, strict=True):
+    plot(
+        steps.dropna(subset=[m]),
+        lambda d, m=m: charts.histogram(d, m, f"Distribution of {METRICS[m]}", METRICS[m]),
+        f"No {METRICS[m]} to draw.",
+        key=f"histogram_{m}",
+        where=col,
+    )
+if "wait_ms" not in steps.columns:
+    missing("Wait for peers per rank and step", traces_hint(v.report))
 
 st.subheader("Outliers")
 flags = [f"{m}_outlier" for m in shown]
@@ -56,7 +62,12 @@ out = steps[steps[flags].any(axis=1)]
 if out.empty:
     st.caption("No rank-step is an outlier (robust z-score above 3.5) on these metrics.")
 else:
-    st.dataframe(out[["rank", "step", *shown, *flags]], hide_index=True, key="outliers")
+    outlier_in = out[flags].apply(
+        lambda row: ", ".join(METRICS[f.removesuffix("_outlier")] for f in flags if row[f]),
+        axis=1,
+    )
+    table(out[["rank", "step", *shown]].assign(outlier_in=outlier_in), key="outliers")
+    st.caption("outlier_in: the metrics on which the rank-step is a robust outlier (|z| > 3.5).")
 
 st.subheader("Per rank (whole trace)")
-st.dataframe(pd.DataFrame(v.report.get("ranks") or []), hide_index=True, key="ranks_table")
+table(pd.DataFrame(v.report.get("ranks") or []), key="ranks_table")

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, session
-from dashboard.ui import UPLOAD_TRACES, md, missing
+from dashboard.ui import md, missing, plot, traces_hint
+from dashboard.ui import table as ui_table
 
 #: Columns of the main table (when the section has them), in order.
 SHOWN = [
@@ -29,30 +30,46 @@ v = session.current_run()
 st.header(f"Stragglers — {md(v.run)}")
 s = v.report.get("stragglers")
 if not isinstance(s, dict) or not s.get("ranks"):
-    missing(
-        "The straggler analysis",
-        "It needs collectives matched across at least two ranks. " + UPLOAD_TRACES,
-    )
+    missing("The straggler analysis", traces_hint(v.report))
     st.stop()
 
 flagged = list(s.get("flagged") or [])
-(st.warning if flagged else st.success)(md(s.get("verdict") or "no verdict"))
+# The verdict is "<answer>: <finding>; <finding>; …": the answer as the headline, the
+# findings one per line.
+answer, _, findings = (s.get("verdict") or "no verdict").partition(": ")
+lines = [f"**{md(answer[:1].upper() + answer[1:])}**"]
+lines += [f"- {md(f)}" for f in findings.split("; ") if f]
+(st.warning if flagged else st.success)("\n".join(lines))
 
 table = pd.DataFrame(s["ranks"]).sort_values("score", ascending=False, kind="stable")
 table["host"] = table["host"].fillna("unknown")
 table["rank"] = table["rank"].astype(str)
-st.altair_chart(
-    charts.side_by_side(
-        charts.bars(table, "score", "rank", "Straggler score (robust z of lateness)", "flagged"),
-        charts.bars(table, "wait_caused_ms", "rank", "Wait caused on peers (ms)", "flagged"),
-    ),
-    key="straggler_bars",
-)
-st.dataframe(table[[c for c in SHOWN if c in table.columns]], hide_index=True, key="stragglers")
+#: The bar charts: column → (title with unit, axis title, sentence when there is nothing).
+BARS = {
+    "wait_caused_ms": ("Wait caused on peers (ms)", "ms", "No rank caused any wait."),
+    "score": ("Lateness score (robust z, no unit)", "robust z", "No lateness score."),
+}
+for col, (x, (title, axis, empty)) in zip(st.columns(len(BARS)), BARS.items(), strict=True):
+    plot(
+        table,
+        lambda d, x=x, title=title, axis=axis: charts.bars(d, x, "rank", title, axis, "flagged"),
+        empty,
+        key=f"straggler_{x}",
+        where=col,
+    )
 st.caption(
-    "A straggler arrives last at collectives, so it has the shortest communication time and "
-    "makes its peers wait. late_fraction: share of its collectives it joined last; "
-    "compute_ratio: its operator time over the median rank's (above 1: extra compute)."
+    "Ranks by score, flagged ranks in red. A straggler arrives last at collectives, so it has "
+    "the shortest communication time and makes its peers wait. late_fraction: share of its "
+    "collectives it joined last; compute_ratio: its operator time over the median rank's "
+    "(above 1: extra compute)."
 )
+ui_table(table[[c for c in SHOWN if c in table.columns]], key="stragglers")
 with st.expander("Per step"):
-    st.dataframe(pd.DataFrame(s.get("steps") or []), hide_index=True, key="straggler_steps")
+    ui_table(pd.DataFrame(s.get("steps") or []), key="straggler_steps")
+    st.caption(
+        "top_rank: the rank whose lateness caused the most waiting in that step. flagged: the "
+        "ranks that, on that step's collectives alone, caused more than their fair share of "
+        "the waiting consistently, cost enough and were measurably late. The two can differ: a "
+        "rank late at one long wait tops the step without being consistent, and a rank a "
+        "little late at every collective is flagged without causing the most waiting."
+    )

@@ -5,50 +5,82 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, data, session
-from dashboard.ui import UPLOAD_TRACES, md, missing
+from dashboard.ui import md, missing, steps_hint, table
 
 MAX_DEFAULT_RANKS = 8
+
+#: A kind's lane is drawn when it is busy for at least this share of the step on some rank;
+#: below, its bars would be invisible slivers (the caption says what was left out).
+MIN_LANE_SHARE = 0.005
 
 v = session.current_run()
 st.header(f"Timeline — {md(v.run)}")
 steps = sorted({r["step"] for r in v.report.get("steps") or []})
 ranks = sorted({r["rank"] for r in v.report.get("ranks") or []})
 if not steps:
-    missing(
-        "The step timeline", "The traces have no `ProfilerStep#N` annotations. " + UPLOAD_TRACES
-    )
+    missing("The step timeline", steps_hint(v.report))
     st.stop()
 
+stragglers = set((v.report.get("stragglers") or {}).get("flagged") or [])
 left, right = st.columns([1, 3])
 step = left.selectbox("Step", steps, key="timeline_step")
-chosen = right.multiselect("Ranks", ranks, default=ranks[:MAX_DEFAULT_RANKS], key="timeline_ranks")
+default = sorted(stragglers)[:MAX_DEFAULT_RANKS]
+default += [r for r in ranks if r not in stragglers][: MAX_DEFAULT_RANKS - len(default)]
+chosen = right.multiselect("Ranks", ranks, default=sorted(default), key="timeline_ranks")
 if not chosen:
     st.info("Choose at least one rank.")
     st.stop()
 
 tracks, colls = data.step_timeline(v.path, v.run, v.fp, int(step), tuple(sorted(chosen)))
 if tracks.empty:
-    missing(f"Activity in step {step}", UPLOAD_TRACES)
+    missing(f"Activity in step {step}", steps_hint(v.report))
     st.stop()
-lanes = [
-    f"rank {r} {k}" for r in sorted(chosen) for k in ("compute", "comm", "memory", "collectives")
-]
-tracks = tracks.assign(
-    lane=[f"rank {r} {k}" for r, k in zip(tracks["rank"], tracks["kind"], strict=True)]
+
+
+def lane(rank: int, kind: str) -> str:
+    """The row label: rank, kind, and a mark on straggler ranks."""
+    return f"rank {rank}{' ◀ straggler' if rank in stragglers else ''} · {kind}"
+
+
+span = float(tracks["end_ms"].max() - tracks["start_ms"].min()) or 1.0
+busy = (tracks["end_ms"] - tracks["start_ms"]).groupby(tracks["kind"])
+widest = (tracks["end_ms"] - tracks["start_ms"]).groupby([tracks["kind"], tracks["rank"]]).sum()
+widest = widest.groupby(level=0).max()
+thin = sorted(widest[widest < MIN_LANE_SHARE * span].index)
+drawn = tracks[~tracks["kind"].isin(thin)]
+drawn = drawn.assign(lane=[lane(r, k) for r, k in zip(drawn["rank"], drawn["kind"], strict=True)])
+colls = colls.assign(lane=[lane(r, "collectives") for r in colls["rank"]])
+order = [lane(r, k) for r in sorted(chosen) for k in ("compute", "comm", "memory", "collectives")]
+order = [x for x in order if x in set(drawn["lane"]) | set(colls["lane"])]
+st.altair_chart(
+    charts.timeline(
+        drawn,
+        colls,
+        order,
+        f"Step {step}: what each rank was busy with (ms)",
+        "ms since the step began (earliest rank, aligned clock)",
+    ),
+    width="stretch",
+    key="timeline_chart",
 )
-colls = colls.assign(lane=[f"rank {r} collectives" for r in colls["rank"]])
-lanes = [x for x in lanes if x in set(tracks["lane"]) | set(colls["lane"])]
-st.altair_chart(charts.timeline(tracks, colls, lanes), width="stretch")
 bases = (v.report.get("run_info") or {}).get("time_bases") or []
-st.caption(
+notes = [
     "Bars: time covered by each kind of activity, clipped to each rank's step window. Black "
-    "lines join the start of the same collective on every rank: a slanted line is arrival skew. "
-    f"Clock: epoch time from the traces ({md(', '.join(bases) or 'unknown')}), each host's "
-    "offset (fitted on collective end times) removed."
-)
+    "lines join the start of the same collective on every rank: a slanted line is arrival "
+    f"skew. Clock: epoch time from the traces ({md(', '.join(bases) or 'unknown')}), each "
+    "host's offset (fitted on collective end times) removed."
+]
+if stragglers:
+    notes.append(
+        f"◀ straggler: rank(s) {', '.join(map(str, sorted(stragglers)))} (Stragglers page)."
+    )
+for k in thin:
+    ms = busy.sum()[k]
+    notes.append(f"{k} activity ({ms:.3f} ms in all) is too short to see at this scale: not drawn.")
+st.caption(" ".join(notes))
 if "unknown" in bases:
     st.warning("Some ranks have no absolute time base: their tracks cannot be aligned.")
 if colls.empty:
     st.caption("No collective calls in this step.")
 else:
-    st.dataframe(colls.drop(columns=["lane"]), hide_index=True, key="timeline_collectives")
+    table(colls.drop(columns=["lane"]), key="timeline_collectives")

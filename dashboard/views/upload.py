@@ -11,17 +11,30 @@ from dashboard import data, database, nav, session, uploads
 from dashboard.database import StoreBusy
 from dashboard.ui import md
 
+#: A stored run starts a new generation of the form's widgets (new keys: empty widgets; a
+#: file uploader cannot be emptied any other way).
+GEN_KEY = "upload_form_generation"
+#: (run, number of files, per-file rows) of the run just stored, shown once.
+DONE_KEY = "upload_done"
+
 st.header("Upload and runs")
 db = data.current()
+done = st.session_state.pop(DONE_KEY, None)
+if done:
+    stored, n_files, stored_rows = done
+    st.dataframe(pd.DataFrame(stored_rows), hide_index=True)
+    st.success(f"Stored run {md(stored)} ({n_files} files).")
+    st.page_link(nav.path("overview"), label="Open its overview", icon=":material/dashboard:")
 
 with st.form("upload", clear_on_submit=False):
     st.markdown(
         "Drop all files of one run at once: a Kineto trace per rank (`.json`, `.json.gz`), "
         "Nsight Systems SQLite exports, NCCL_DEBUG logs. Formats are recognised by content."
     )
-    name = st.text_input("Run name", key="upload_name", placeholder="e.g. llama-8n-before-fix")
-    notes = st.text_area("Notes", key="upload_notes", placeholder="what changed in this run")
-    files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
+    gen = st.session_state.get(GEN_KEY, 0)
+    name = st.text_input("Run name", key=f"upload_name_{gen}", placeholder="e.g. llama-8n-fix")
+    notes = st.text_area("Notes", key=f"upload_notes_{gen}", placeholder="what changed in this run")
+    files = st.file_uploader("Files", accept_multiple_files=True, key=f"upload_files_{gen}")
     submitted = st.form_submit_button("Store run", type="primary")
 
 if submitted:
@@ -54,10 +67,12 @@ if submitted:
     if outcome.stored:
         for row, out in zip(rows, outcome.files, strict=True):
             row["status"] = out.status
-        table.dataframe(pd.DataFrame(rows), hide_index=True)
-        st.success(f"Stored run {md(outcome.run)} ({len(outcome.files)} files).")
+        # Run again from the top so that the sidebar picks the new run and the form is empty;
+        # the outcome is shown by the next run.
+        st.session_state[DONE_KEY] = (outcome.run, len(outcome.files), rows)
         st.session_state[session.NEXT_RUN_KEY] = outcome.run
-        st.page_link(nav.path("overview"), label="Open its overview", icon=":material/dashboard:")
+        st.session_state[GEN_KEY] = st.session_state.get(GEN_KEY, 0) + 1
+        st.rerun()
     else:
         if rows:
             table.dataframe(pd.DataFrame(rows), hide_index=True)

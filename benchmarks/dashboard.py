@@ -1,0 +1,155 @@
+"""The dashboard in headless Chromium: page-switch times and what-if slider response.
+
+A store is built with the real sets in the repository (the 8-rank DLRM traces, the two 4-rank
+gloo runs, a 2-GPU Nsight Systems export, HTA's 53.7 MB V100 trace) and a generated 64-rank run
+(tests/synthetic_traces.py: 8 hosts x 8 ranks, 8 steps x 12 collectives, rank 13 a straggler).
+`commwall serve` serves it; Chromium (Debian's /usr/bin/chromium through Playwright) opens every
+page of every run twice: the first visit computes the run's report, the second is a page switch
+as a user makes it (click in the sidebar until the script is done and every chart is drawn).
+Then every what-if slider of the Model page is moved one notch on each run that has a model:
+response = key press until the page has re-run and redrawn. Printed: p50/p90/max per kind,
+per-page rows, and any request to a host other than the app's own.
+
+    python benchmarks/dashboard.py [--runs dlrm,synthetic-64] [--screenshots DIR] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
+sys.path.append(str(ROOT / "tests"))
+
+from dashboard_support import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Requests,
+    Server,
+    ingest_dir,
+    move_sliders,
+    open_page,
+    pick_run,
+    screenshot,
+    settle,
+)
+from synthetic_traces import Scenario, simulate, write_kineto  # noqa: E402
+
+from dashboard import nav  # noqa: E402
+
+SAMPLES = ROOT / "sample_traces"
+DATA = ROOT / "tests" / "data"
+#: run name → folder of its files (the synthetic run is generated).
+REAL = {
+    "dlrm": SAMPLES / "dlrm_8rank",
+    "gloo compute": SAMPLES / "gloo_4rank_compute",
+    "gloo sleep": SAMPLES / "gloo_4rank_sleep",
+    "nsys 2-gpu": DATA / "nsys" / "nsys_ai_2gpu" / "h100_2gpu_1s.sqlite.gz",
+    "hta v100": DATA / "kineto" / "hta_df_index_resolver_rank1of2",
+}
+SYNTHETIC = "synthetic-64"
+VIEWPORT = {"width": 1280, "height": 800}
+#: Pages visited per run (Upload is not about a run; Compare and Export are visited once).
+PAGES = [k for k in nav.PAGES if k != "upload"]
+
+
+def build_store(folder: Path, runs: list[str]) -> Path:
+    """A store holding `runs` (names of REAL, and/or SYNTHETIC)."""
+    db_file = folder / "store.duckdb"
+    for run in runs:
+        if run == SYNTHETIC:
+            sim = simulate(
+                Scenario(hosts=8, ranks_per_host=8, steps=8, collectives_per_step=12, straggler=13)
+            )
+            write_kineto(sim, folder / "synthetic")
+            ingest_dir(db_file, run, folder / "synthetic")
+        else:
+            ingest_dir(db_file, run, REAL[run])
+    return db_file
+
+
+def percentiles(xs: list[float]) -> dict[str, float]:
+    """p50, p90 and max of `xs` in seconds (rounded to ms)."""
+    if not xs:
+        return {}
+    q = statistics.quantiles(xs, n=10, method="inclusive") if len(xs) > 1 else [xs[0]] * 9
+    return {"n": len(xs), "p50": round(q[4], 3), "p90": round(q[8], 3), "max": round(max(xs), 3)}
+
+
+def tour(url: str, runs: list[str], shots: Path | None) -> dict:
+    """Every page of every run, twice, and the sliders; the measurements."""
+    from playwright.sync_api import sync_playwright
+
+    first: list[dict] = []
+    switch: list[dict] = []
+    sliders: list[dict] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport=VIEWPORT)
+        requests = Requests(context)
+        page = context.new_page()
+        page.goto(url)
+        settle(page)
+        for run in runs:
+            pick_run(page, run)
+            for rows in (first, switch):
+                for key in PAGES:
+                    s = open_page(page, nav.PAGES[key][1])
+                    rows.append({"run": run, "page": key, "s": round(s, 3)})
+                    if shots and rows is switch:
+                        slug = run.replace(" ", "_")
+                        screenshot(page, shots / f"{slug}__{key}.png")
+            open_page(page, nav.PAGES["model"][1])
+            for s in move_sliders(page):
+                sliders.append({"run": run, "s": round(s, 3)})
+        open_page(page, nav.PAGES["upload"][1])
+        browser.close()
+    return {
+        "first_visit_s": percentiles([r["s"] for r in first]),
+        "page_switch_s": percentiles([r["s"] for r in switch]),
+        "slider_response_s": percentiles([r["s"] for r in sliders]),
+        "foreign_requests": requests.foreign(url),
+        "pages": switch,
+        "first_visits": first,
+        "slider_moves": sliders,
+    }
+
+
+def main() -> None:
+    """Build the store, serve it, tour it, print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default=",".join([*REAL, SYNTHETIC]), help="comma-separated")
+    ap.add_argument("--screenshots", type=Path, help="full-page PNG per run and page")
+    ap.add_argument("--json", type=Path, help="write the measurements here too")
+    args = ap.parse_args()
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    if args.screenshots:
+        args.screenshots.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        db_file = build_store(Path(tmp), runs)
+        print(f"store built in {time.perf_counter() - t:.1f} s: {', '.join(runs)}")
+        server = Server(db_file, Path(tmp) / "server.log")
+        try:
+            result = tour(server.url, runs, args.screenshots)
+        finally:
+            server.stop()
+    for r in result["pages"]:
+        print(f"  {r['run']:<16} {r['page']:<12} {r['s']:.3f} s")
+    for kind in ("first_visit_s", "page_switch_s", "slider_response_s"):
+        print(f"{kind:<18} {json.dumps(result[kind])}")
+    print(f"requests to other hosts: {len(result['foreign_requests'])}")
+    for u in result["foreign_requests"]:
+        print(f"  {u}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
