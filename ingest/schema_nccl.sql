@@ -16,7 +16,8 @@
 --                   informational lines that carry nothing commwall uses).
 -- lines_unknown     NCCL lines of no known family = lines_nccl - lines_recognised; each is
 --                   kept verbatim in nccl_unknown.
--- lines_damaged     the part of lines_unknown that had an NCCL level token but no prefix.
+-- lines_damaged     the part of lines_unknown not read: an NCCL level token but no
+--                   prefix, a line over 65,536 characters, or a run of 21+ digits.
 -- lines_torch       the part of lines_nccl that are PyTorch c10d lines.
 -- n_processes       distinct (host, pid) seen.
 -- versions          distinct NCCL versions printed anywhere in the file ('2.18.3'), also
@@ -366,7 +367,8 @@ CREATE TABLE IF NOT EXISTS nccl_timeouts (
 
 -- NCCL lines of no known family, kept verbatim (first 4096 characters).
 -- kind   unknown (prefixed, unknown message) | damaged (level token, no prefix) | torch (a
---        PyTorch NCCL line of no known family).
+--        PyTorch NCCL line of no known family) | too_long (over 65,536 characters, not read) |
+--        out_of_range (a run of 21+ digits, or a value no column holds; not read).
 CREATE TABLE IF NOT EXISTS nccl_unknown (
     run_id  INTEGER NOT NULL,
     file_id INTEGER NOT NULL,

@@ -6,6 +6,8 @@ it), and nearly every NCCL line must be understood."""
 from __future__ import annotations
 
 import gzip
+import re
+from pathlib import Path
 
 import pytest
 from nccl_real import FACTS, ingest_all, observed, real_logs
@@ -84,3 +86,22 @@ def test_unknown_lines_are_listed_by_family(sections):
     assert by_hand > 0
     assert [(f["family"], f["count"]) for f in families] == [("Created N", by_hand)]
     assert families[0]["example"].endswith("NCCL INFO Created 1 queue info, destroyed 1")
+
+
+def test_docs_examples_are_quoted_from_the_logs():
+    """docs/nccl_logs.md quotes one real line per family: each quote (pieces around `…`) is
+    in the log it names."""
+    doc = (Path(__file__).parents[1] / "docs" / "nccl_logs.md").read_text()
+    table = doc[doc.index("## Logs as they are found") : doc.index("How the situations")]
+    texts = {log.name[:3]: _text(log) for log in LOGS}
+    checked = 0
+    for row in table.split("\n"):
+        cells = row.split(" | ")
+        if len(cells) < 3 or not re.search(r"\(\d{3}\)", cells[2]):
+            continue
+        names = re.findall(r"\((\d{3})\)", cells[2])
+        for quote in re.findall(r"`([^`]+)`", cells[2]):
+            pieces = [p.strip() for p in quote.replace("\\|", "|").split("…") if p.strip()]
+            assert any(all(p in texts[n] for p in pieces) for n in names), quote
+            checked += 1
+    assert checked >= 30
