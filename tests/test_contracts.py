@@ -135,3 +135,55 @@ def test_a_page_with_sql_is_caught(tmp_path):
     found, macros = page_sql(page)
     assert sorted(f.split(" ")[1] for f in found) == ["SQL", "calls", "imports"]
     assert macros == {"rank_step_wait"}
+
+
+# -- units: one definition, no bare conversion factors in the UI ------------------------------
+
+UNIT_NAMES = {"NS_PER_US", "NS_PER_MS", "NS_PER_S"}
+FACTORS = {1e3, 1e6, 1e9}
+#: Places that still hold their own copy or a bare factor (file → what); may only shrink.
+UNITS_LEFT = {
+    "analysis/report.py": {"NS_PER_MS"},
+    "analysis/diff.py": {"NS_PER_MS"},
+    "analysis/postmortem.py": {"NS_PER_MS"},
+    "dashboard/views/collectives.py": {"/ 1000000.0"},
+}
+
+
+def unit_findings(path: Path, ui: bool) -> set[str]:
+    """Unit constants `path` defines itself; on a page (`ui`) also divisions by a bare 1e3, 1e6
+    or 1e9."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found |= {t.id for t in targets if isinstance(t, ast.Name) and t.id in UNIT_NAMES}
+        if (
+            ui
+            and isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value in FACTORS
+        ):
+            found.add(f"/ {float(node.right.value)}")
+    return found
+
+
+def test_units_are_defined_once_and_pages_use_them():
+    found = {}
+    for package in ("analysis", "ingest", "dashboard"):
+        for path in modules(package):
+            rel = str(path.relative_to(ROOT))
+            page = path.parent == PAGES
+            if rel != "analysis/units.py" and (f := unit_findings(path, page)):
+                found[rel] = f
+    grown = {k: v - UNITS_LEFT.get(k, set()) for k, v in found.items()}
+    assert {k: v for k, v in grown.items() if v} == {}
+    assert unit_findings(ROOT / "analysis" / "units.py", ui=False) == UNIT_NAMES
+
+
+def test_unit_check_sees_definitions_and_bare_factors(tmp_path):
+    page = tmp_path / "p.py"
+    page.write_text("NS_PER_MS = 1e6\nx = df['dur'] / 1e6\ny = n / 2\nz = n / NS_PER_MS\n")
+    assert unit_findings(page, ui=True) == {"NS_PER_MS", "/ 1000000.0"}
+    assert unit_findings(page, ui=False) == {"NS_PER_MS"}
