@@ -1,0 +1,349 @@
+"""Mutation fuzzing of ingest and the report over real seeds of every format.
+
+Each input is a real seed file (Kineto trace, Nsight Systems export, NCCL log, Flight Recorder
+dump) changed by a few random mutations: bytes flipped, numbers swapped for awkward ones (2⁶³,
+400 digits, 1e300, -1), strings for long, escaped or invalid UTF-8 ones, pieces cut out,
+repeated or truncated, gzip wrapping (truncated, or with a lying trailer), SQLite cells set to
+text, blobs, huge integers or reals. Inputs run in a worker process through the same path as
+`commwall ingest` (a fresh in-memory store) and then the report; the parent guards it: a worker
+that dies by a signal is a native crash, one silent for `timeout_s` a hang (it is killed and
+replaced). Outcomes: *accepted* (stored, the stored times inside 1970-2200, the report built),
+*rejected* (an IngestError naming the file), *crash* (anything else: an exception, an error not
+naming the file, an invariant broken). Used by tests/test_fuzz.py (a short run) and
+benchmarks/fuzz.py (a long one).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import re
+import resource
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: (name for the mutated file, seed): real files of every format, small enough to run fast.
+SEEDS = [
+    ("dlrm_rank0.json", ROOT / "sample_traces/dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json.gz"),
+    ("fr_rank0.pt.trace.json", ROOT / "sample_traces/fr_op/rank0.pt.trace.json.gz"),
+    ("fr_rank0.json", ROOT / "sample_traces/fr_op/rank0.json.gz"),
+    ("nsys_report.sqlite", ROOT / "tests/data/nsys/nvfuser_1gpu/report2_nsys2024.6.sqlite.gz"),
+    ("nccl.log", ROOT / "tests/data/nccl/003_ib_opa_2.7.8_bigscience_1node_4xV100_p2p_ipc_doubletree.log.gz"),
+]  # fmt: skip
+NUMBERS = [b"9223372036854775808", b"18446744073709551616", b"-1", b"0", b"1e300", b"-1e300",
+           b"9" * 400, b"2147483648", b"1.5", b"9200000000000000.0", b"null", b'"7"', b"[]"]  # fmt: skip
+STRINGS = ['"\\u001b[2J\\u001b]0;x\\u0007"', '"' + "x" * 70000 + '"', '"caf\xe9"', '""',
+           '"ProfilerStep#99999999999999999999"', '"ncclKernel_AllReduce"', "{}"]  # fmt: skip
+SQL_VALUES = ["garbage", b"\x00" * 10, 2**63 - 1, -(2**63), 1.8e19, -1, None, "x" * 200_000]
+_NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_STRING = re.compile(rb'"(?:[^"\\\n]|\\.){0,80}"')
+
+
+def seeds() -> list[tuple[str, bytes]]:
+    """The seeds' contents (gunzipped)."""
+    return [(name, gzip.decompress(p.read_bytes())) for name, p in SEEDS]
+
+
+def _swap(
+    rng: random.Random, data: bytes, pattern: re.Pattern[bytes], values: list[bytes]
+) -> bytes:
+    matches = list(pattern.finditer(data, rng.randrange(max(1, len(data) - 4096)), len(data)))[:64]
+    if not matches:
+        return data
+    m = rng.choice(matches)
+    return data[: m.start()] + rng.choice(values) + data[m.end() :]
+
+
+def _bytes_mutation(rng: random.Random, data: bytes) -> bytes:
+    """One mutation of a text format."""
+    n = len(data)
+    kind = rng.randrange(8)
+    if kind == 0:  # flip a few bytes
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            b[rng.randrange(n)] ^= 1 << rng.randrange(8)
+        return bytes(b)
+    if kind in (1, 2):
+        return _swap(rng, data, _NUMBER, NUMBERS)
+    if kind == 3:
+        return _swap(rng, data, _STRING, [s.encode("utf-8", "surrogateescape") if "\xe9" not in s
+                                          else s.encode("latin-1") for s in STRINGS])  # fmt: skip
+    if kind == 4:  # cut a piece out
+        a = rng.randrange(n)
+        return data[:a] + data[a + rng.randint(1, 4096) :]
+    if kind == 5:  # repeat a piece
+        a = rng.randrange(n)
+        piece = data[a : a + rng.randint(1, 4096)]
+        return data[:a] + piece * rng.randint(2, 50) + data[a:]
+    if kind == 6:  # truncate
+        return data[: rng.randrange(n)]
+    return data + bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+
+
+def _sqlite_mutation(rng: random.Random, data: bytes) -> bytes:
+    """One mutation of an SQLite export: a cell set to an awkward value, or page bytes flipped."""
+    if rng.random() < 0.25:
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        return bytes(b)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "x.sqlite"
+        path.write_bytes(data)
+        con = sqlite3.connect(path)
+        try:
+            tables = [
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            ]
+            t = rng.choice(tables)
+            cols = [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')]
+            if cols:
+                col = rng.choice(cols)
+                value = rng.choice(SQL_VALUES)
+                con.execute(
+                    f'UPDATE "{t}" SET "{col}" = ? WHERE rowid IN '
+                    f'(SELECT rowid FROM "{t}" ORDER BY random() LIMIT {rng.choice((1, 1, 5, 1000))})',
+                    [value],
+                )
+                con.commit()
+        except (sqlite3.Error, UnicodeDecodeError, OverflowError):
+            pass  # a file an earlier mutation broke: kept as it is
+        finally:
+            con.close()
+        return path.read_bytes()
+
+
+def make_input(rng: random.Random, pool: list[tuple[str, bytes]], out: Path) -> Path:
+    """A mutated seed written under `out`: a few mutations, sometimes gzipped (and then perhaps
+    truncated or given a trailer that lies)."""
+    name, data = rng.choice(pool)
+    sqlite = name.endswith(".sqlite")
+    for _ in range(rng.choice((1, 1, 2, 3, 5))):
+        if data:
+            data = _sqlite_mutation(rng, data) if sqlite else _bytes_mutation(rng, data)
+    if rng.random() < 0.15:
+        data = gzip.compress(data, 1)
+        name += ".gz"
+        r = rng.random()
+        if r < 0.3:
+            data = data[: rng.randrange(max(1, len(data)))]
+        elif r < 0.5:
+            data = data[:-4] + b"\xff\xff\xff\xff"
+    path = out / name
+    path.write_bytes(data)
+    return path
+
+
+# --- the worker: runs inputs, says what happened ------------------------------------------
+
+
+class _Session:
+    """The worker's store: one in-memory database with the analysis macros loaded once; each
+    input is ingested as run "f" and deleted afterwards."""
+
+    def __init__(self) -> None:
+        from analysis.db import load_modules  # noqa: PLC0415 (the worker imports once)
+        from ingest import store  # noqa: PLC0415
+
+        self.con = load_modules(store.connect(":memory:"))
+
+
+_SESSION: list[_Session] = []
+
+
+def run_one(path: Path, report: bool = True) -> dict:
+    """Ingest `path` as run "f" of the worker's in-memory store, check what was stored and,
+    with `report`, build the report: the outcome."""
+    from analysis.report import build_report  # noqa: PLC0415
+    from ingest import store  # noqa: PLC0415
+    from ingest.errors import IngestError  # noqa: PLC0415
+    from ingest.options import ParseOptions  # noqa: PLC0415
+    from ingest.schema import MAX_NS  # noqa: PLC0415
+
+    if not _SESSION:
+        _SESSION.append(_Session())
+    con = _SESSION[0].con
+    try:
+        try:
+            store.ingest(con, "f", [path], ParseOptions(jobs=1))
+        except IngestError as e:
+            if str(path) not in str(e) or "please report it" in str(e):
+                return {"outcome": "crash", "where": f"IngestError: {e}"[:300]}
+            return {"outcome": "rejected"}
+        for t in ("activities", "steps", "collectives"):
+            bad = con.execute(
+                f"SELECT count(*) FROM {t} WHERE ts < 0 OR ts > ? OR dur < 0 OR dur > ? - ts",
+                [MAX_NS, MAX_NS],
+            ).fetchone()[0]
+            if bad:
+                return {"outcome": "crash", "where": f"invariant: {bad} {t} rows out of range"}
+        failed: dict = {}
+        if report:
+            built = build_report(con, "f")
+            json.dumps(built, default=str)
+            failed = built.get("analysis_errors") or {}
+        return {"outcome": "accepted", "report": report, "section_failures": sorted(failed.items())}
+    except Exception as e:  # noqa: BLE001 (that is what is being looked for)
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        where = f"{type(e).__name__}@{Path(frame.filename).name}:{frame.lineno}: {e}"
+        return {"outcome": "crash", "where": where[:300]}
+    finally:
+        store.delete_run(con, "f")
+
+
+def serve(memory_limit: int = 4 << 30) -> None:
+    """The worker loop: an input path per line on stdin, a JSON outcome per line on stdout."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    for line in sys.stdin:
+        report, path = line.rstrip("\n").split(" ", 1)
+        _self_test(Path(path).name)
+        out = run_one(Path(path), report == "1")
+        out["rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+def _self_test(name: str) -> None:
+    """Inputs named to check the guard itself: one that hangs, one that dies by a signal."""
+    if name == SELF_TEST_HANG:
+        time.sleep(3600)
+    if name == SELF_TEST_DIE:
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+SELF_TEST_HANG, SELF_TEST_DIE = "commwall-fuzz-hang", "commwall-fuzz-die"
+
+
+# --- the parent: guards the worker, counts ---------------------------------------------------
+
+
+@dataclass
+class Stats:
+    """What a campaign found. `examples`: a signature → the saved input that showed it."""
+
+    tried: int = 0
+    rejected: int = 0
+    accepted: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    native: int = 0
+    section_failures: int = 0
+    reports: int = 0
+    peak_rss_mb: float = 0.0
+    seconds: float = 0.0
+    examples: dict[str, str] = field(default_factory=dict)
+    kinds: Counter = field(default_factory=Counter)
+
+    def line(self) -> str:
+        """One line of counts."""
+        return (
+            f"tried {self.tried}, rejected {self.rejected}, accepted {self.accepted}, "
+            f"crashes {self.crashes}, hangs {self.hangs}, native crashes {self.native}, "
+            f"reports built {self.reports} (with a section failed: {self.section_failures}), "
+            f"peak memory "
+            f"{self.peak_rss_mb:.0f} MB, {self.seconds:.0f} s"
+        )
+
+
+_COUNTERS = {"crash": "crashes", "hang": "hangs", "native": "native"}
+
+
+class _Worker:
+    def __init__(self) -> None:
+        code = "from tests.fuzzing import serve; serve()"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "COMMWALL_FUZZ": "1"},
+        )  # fmt: skip
+
+    def run(self, path: Path, timeout_s: float, report: bool) -> dict:
+        """The outcome, {"outcome": "hang"} or {"outcome": "native", ...}."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{int(report)} {path}\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            self.proc.kill()
+            self.proc.wait()
+            return {"outcome": "hang"}
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            return {"outcome": "native", "where": f"worker exited with {code}"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def campaign(n: int, seed: int = 0, timeout_s: float = 30.0, budget_s: float | None = None,
+             keep: Path | None = None, progress: bool = False,
+             report_rate: float = 0.1) -> Stats:  # fmt: skip
+    """Run up to `n` mutated inputs (stopping after `budget_s` seconds), building the report
+    for a `report_rate` share of them (it costs ten times an ingest); inputs that crash or hang
+    are kept under `keep` when given."""
+    rng = random.Random(seed)
+    pool = seeds()
+    stats = Stats()
+    start = time.monotonic()
+    worker = _Worker()
+    with tempfile.TemporaryDirectory(prefix="commwall-fuzz-") as tmp:
+        try:
+            for i in range(n):
+                if budget_s is not None and time.monotonic() - start > budget_s:
+                    break
+                case = Path(tmp) / str(i)
+                case.mkdir()
+                path = make_input(rng, pool, case)
+                out = worker.run(path, timeout_s, rng.random() < report_rate)
+                stats.tried += 1
+                kind = out["outcome"]
+                if kind in ("hang", "native"):
+                    worker.close()
+                    worker = _Worker()
+                stats.peak_rss_mb = max(stats.peak_rss_mb, out.get("rss_kb", 0) / 1024)
+                if kind == "rejected":
+                    stats.rejected += 1
+                elif kind == "accepted":
+                    stats.accepted += 1
+                    stats.reports += out["report"]
+                    stats.section_failures += bool(out["section_failures"])
+                    for key, why in out["section_failures"]:
+                        _example(stats, f"section {key}: {why}"[:160], path, keep)
+                else:
+                    counter = _COUNTERS[kind]
+                    setattr(stats, counter, getattr(stats, counter) + 1)
+                    _example(stats, f"{kind}: {out.get('where', path.name)}"[:160], path, keep)
+                if progress and stats.tried % 500 == 0:
+                    stats.seconds = time.monotonic() - start
+                    print(stats.line(), file=sys.stderr, flush=True)
+        finally:
+            worker.close()
+    stats.seconds = time.monotonic() - start
+    return stats
+
+
+def _example(stats: Stats, signature: str, path: Path, keep: Path | None) -> None:
+    stats.kinds[signature] += 1
+    if signature in stats.examples:
+        return
+    saved = path
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        saved = keep / f"{len(stats.examples):03d}_{path.name}"
+        saved.write_bytes(path.read_bytes())
+    stats.examples[signature] = str(saved)
