@@ -76,3 +76,12 @@ def test_single_rank_traces_are_not_fitted_on_kernel_durations(tmp_path, name):
     # one rank traced: no instance has a transfer time seen across ranks
     assert m["status"] == "not calibrated: no matched collectives"
     assert m["fit"] is None and m["predicted"] is None
+
+
+def test_kernel_names_label_the_protocol(dlrm):
+    # every DLRM all-reduce kernel is "ncclKernel_AllReduce_RING_LL_Sum_float(...)" and every
+    # all-to-all runs "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(...)" (zgrep of worker0's trace)
+    con, rid = dlrm
+    per_op = {f["op"]: f for f in model_section(con, rid)["fit"]["per_op"]}
+    assert [r["protocol"] for r in per_op["allreduce"]["regimes"]] == ["RING/LL"]
+    assert [r["protocol"] for r in per_op["alltoall"]["regimes"]] == ["RING/SIMPLE"]

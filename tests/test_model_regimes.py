@@ -95,3 +95,18 @@ def test_leave_one_out_scores_rows_the_fit_did_not_see():
     errors = cross_validated_ape(sizes, t, lambda s, y: lambda x: x / 1e9)
     assert errors[3] == pytest.approx(1 / 3)
     assert np.delete(errors, 3) == pytest.approx(0)
+
+
+def test_protocol_labels_give_one_line_per_protocol():
+    # when the log or the kernel names say which protocol ran, each protocol gets its own line
+    t, proto = noisy(seed=5, stragglers=0.0)
+    names = np.array(["LL", "LL128", "Simple"], dtype=object)[proto]
+    f = fit_op("allreduce", 8, SIZES, t, labels=names)
+    assert f.regimes.names == ("LL", "LL128", "Simple")
+    for seg, (alpha, bw) in zip(f.regimes.segments, PROTOCOLS, strict=True):
+        assert seg.latency_s == pytest.approx(alpha, rel=0.02)
+        assert 1 / seg.s_per_byte == pytest.approx(bw, rel=0.02)
+    assert f.status == "calibrated"
+    # a row without a label: the regimes come from the sizes instead
+    names[0] = None
+    assert fit_op("allreduce", 8, SIZES, t, labels=names).regimes.names == ()

@@ -20,7 +20,7 @@ from analysis.model.collectives import Link, Topology
 from analysis.model.fit import LinkFit, clean, to_link
 from analysis.model.heldout import cross_validated_ape
 from analysis.model.heldout import status as heldout_status
-from analysis.model.regimes import RegimeFit, fit_regimes
+from analysis.model.regimes import RegimeFit, fit_labelled, fit_regimes
 from analysis.model.scenario import Scenario
 
 #: Ops with a bus-bandwidth convention (every collective kind and point-to-point); barrier
@@ -106,45 +106,67 @@ def median_message(df: pd.DataFrame, op: str, n: int) -> float:
     return float(b.iloc[int(np.searchsorted(b.cumsum().to_numpy(), b.sum() / 2))])
 
 
-def regime_predictor(s: np.ndarray, t: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """The regime fit of (s, t) as a predictor (for cross-validation)."""
-    return fit_regimes(s, t).predict
+def regimes_of(s: np.ndarray, t: np.ndarray, labels: np.ndarray | None = None) -> RegimeFit:
+    """The regime fit of (s, t): by protocol label when given, else found from the sizes."""
+    return fit_regimes(s, t) if labels is None else fit_labelled(s, t, labels)
 
 
-def fit_op(op: str, n: int, size_bytes: np.ndarray, time_s: np.ndarray) -> OpFit | str:
-    """Calibrate one (op, n) on its rows; a reason ('not calibrated: ...') instead of raising."""
+def regime_predictor(
+    s: np.ndarray, t: np.ndarray, labels: np.ndarray | None = None
+) -> Callable[[np.ndarray], np.ndarray]:
+    """`regimes_of` as a predictor (for cross-validation)."""
+    return regimes_of(s, t, labels).predict
+
+
+def fit_op(
+    op: str, n: int, size_bytes: np.ndarray, time_s: np.ndarray, labels: np.ndarray | None = None
+) -> OpFit | str:
+    """Calibrate one (op, n) on its rows (per protocol when `labels` names one for every row);
+    a reason ('not calibrated: ...') instead of raising."""
     s, t = clean(size_bytes, time_s)
     if len(s) < 2:
         return f"not calibrated: {len(s)} usable instance(s), need 2"
+    if labels is not None:
+        labels = np.asarray(labels, dtype=object)
+        if any(x is None or x != x for x in labels):  # None or NaN: not every row says
+            labels = None
+        else:
+            s, t = np.asarray(size_bytes, float), np.asarray(time_s, float)
+            ok = (s > 0) & (t > 0) & np.isfinite(s) & np.isfinite(t)
+            s, t, labels = s[ok], t[ok], labels[ok]
     try:
-        regimes = fit_regimes(s, t)
+        regimes = regimes_of(s, t, labels)
         links = tuple(to_link(op, n, f) for f in regimes.segments)
     except (ValueError, np.linalg.LinAlgError) as e:
         return f"not calibrated: {e}"
-    errors = cross_validated_ape(s, t, regime_predictor)
+    errors = cross_validated_ape(s, t, regime_predictor, labels)
     st = heldout_status(errors, regimes.slope_known)
     return OpFit(op, n, regimes, links, errors, st, float(s.sum()))
 
 
-def fit_ops(df: pd.DataFrame, bootstrap: int = 0) -> list[OpFit]:
-    """One calibration per (op, n) of the usable instances that can be fitted, most bytes
-    first. `bootstrap` is accepted for compatibility; confidence comes from held-out error."""
-    out = []
+def _fit_all(df: pd.DataFrame) -> list[OpFit | str]:
+    """fit_op of every (op, n) of the usable instances, with the `protocol` column as labels
+    when the instances carry one; a reason string is prefixed 'op/n: '."""
+    out: list[OpFit | str] = []
     for (op, n), g in usable(df).groupby(["op", "n"], sort=False):
-        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy())
-        if isinstance(f, OpFit):
-            out.append(f)
-    return sorted(out, key=lambda f: -f.total_bytes)
-
-
-def op_statuses(df: pd.DataFrame) -> dict[str, str]:
-    """Why each (op, n) of the run with instances was not fitted: 'op/n' → reason."""
-    out = {}
-    for (op, n), g in usable(df).groupby(["op", "n"], sort=False):
-        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy())
-        if isinstance(f, str):
-            out[f"{op}/{n}"] = f
+        labels = g["protocol"].to_numpy() if "protocol" in g else None
+        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy(), labels)
+        out.append(f if isinstance(f, OpFit) else f"{op}/{n}: {f}")
     return out
+
+
+def calibrate_all(df: pd.DataFrame) -> tuple[list[OpFit], dict[str, str]]:
+    """The fits of every (op, n) that could be fitted, most bytes first, and why the others
+    could not ('op/n' → reason)."""
+    done = _fit_all(df)
+    fits = sorted((f for f in done if isinstance(f, OpFit)), key=lambda f: -f.total_bytes)
+    return fits, dict(x.split(": ", 1) for x in done if isinstance(x, str))
+
+
+def fit_ops(df: pd.DataFrame, bootstrap: int = 0) -> list[OpFit]:
+    """`calibrate_all`'s fits. `bootstrap` is accepted for compatibility; confidence comes
+    from held-out error."""
+    return calibrate_all(df)[0]
 
 
 def achieved_busbw_Bps(df: pd.DataFrame, op: str, n: int) -> float | None:

@@ -26,7 +26,7 @@ LOO_MAX_ROWS = 60
 K_FOLDS = 10
 
 Predictor = Callable[[np.ndarray], np.ndarray]
-Fitter = Callable[[np.ndarray, np.ndarray], Predictor]
+Fitter = Callable[..., Predictor]
 
 
 def folds(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -43,15 +43,19 @@ def ape(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.abs(np.asarray(predicted, float) - measured) / measured
 
 
-def cross_validated_ape(s: np.ndarray, t: np.ndarray, fitter: Fitter) -> np.ndarray:
+def cross_validated_ape(
+    s: np.ndarray, t: np.ndarray, fitter: Fitter, labels: np.ndarray | None = None
+) -> np.ndarray:
     """Held-out absolute percentage error of every row (NaN where the training rows could not
-    be fitted)."""
+    be fitted). With `labels` (a protocol per row) the fitter is called as
+    fitter(s, t, labels) on the training rows."""
     s, t = np.asarray(s, float), np.asarray(t, float)
     out = np.full(len(s), np.nan)
     for test in folds(len(s)):
         train = np.setdiff1d(np.arange(len(s)), test)
+        extra = () if labels is None else (np.asarray(labels, dtype=object)[train],)
         try:
-            out[test] = ape(fitter(s[train], t[train])(s[test]), t[test])
+            out[test] = ape(fitter(s[train], t[train], *extra)(s[test]), t[test])
         except ValueError:
             continue
     return out

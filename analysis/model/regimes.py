@@ -37,10 +37,11 @@ RESIDUAL_FLOOR = 1e-6
 @dataclass(frozen=True)
 class RegimeFit:
     """Fits per size range, smallest sizes first; `slope_known` is False for the flat model of
-    a single size."""
+    a single size; `names` the protocol of each segment when the rows said which ran."""
 
     segments: tuple[AlphaBetaFit, ...]
     slope_known: bool = True
+    names: tuple[str, ...] = ()
 
     def segment_for(self, size_bytes: float) -> AlphaBetaFit:
         """The segment that predicts `size_bytes`: the last one starting at or below it (the
@@ -192,3 +193,26 @@ def _refine(
                     best, improved = (sc, trial), True
             bounds = list(best[1])
     return best
+
+
+def fit_labelled(size_bytes: np.ndarray, time_s: np.ndarray, labels: np.ndarray) -> RegimeFit:
+    """One regime per protocol label, when the trace or NCCL's log said which protocol each row
+    ran: a line per label with 2+ distinct sizes, the median level otherwise; one label is one
+    line (or the size-blind level). Segments are ordered by their smallest size (NCCL switches
+    protocol by size, so the labels' size ranges follow each other). Raises ValueError when
+    fewer than 2 rows have a positive size and time."""
+    s, t = np.asarray(size_bytes, float), np.asarray(time_s, float)
+    lab = np.asarray(labels, dtype=object)
+    keep = (s > 0) & (t > 0) & np.isfinite(s) & np.isfinite(t)
+    s, t, lab = s[keep], t[keep], lab[keep]
+    names = sorted(set(lab), key=lambda x: s[lab == x].min())
+    if len(names) <= 1:
+        fit = fit_regimes(s, t, max_segments=1)
+        return RegimeFit(fit.segments, fit.slope_known, tuple(names))
+    segs = []
+    for name in names:
+        g = lab == name
+        one = len(np.unique(s[g])) == 1
+        segs.append(_flat(s[g], t[g]) if one else fit_alpha_beta(s[g], t[g]))
+    slope = any(x.s_per_byte > 0 for x in segs) or len(np.unique(s)) > 1
+    return RegimeFit(tuple(segs), slope, tuple(names))

@@ -23,10 +23,10 @@ from analysis.model.calibrate import (
     FITTED_OPS,
     OpFit,
     achieved_busbw_Bps,
+    calibrate_all,
     calibrated_scenario,
     fit_ops,
     median_message,
-    op_statuses,
     per_step,
     predicted_transfer,
     usable,
@@ -216,8 +216,9 @@ def _fit_dict(f: OpFit, df: pd.DataFrame) -> dict:
                 "latency_us": x.fit.latency_s * 1e6,
                 "knee_bytes": x.fit.latency_s / x.fit.s_per_byte if x.fit.s_per_byte else None,
                 "r2": x.fit.r2,
+                "protocol": f.regimes.names[i] if f.regimes.names else None,
             }
-            for x in f.links
+            for i, x in enumerate(f.links)
         ],
     }
 
@@ -295,11 +296,50 @@ def nccl_model(facts: dict, df: pd.DataFrame | None, peak: LinkSpec | None) -> d
     }
 
 
+#: NCCL's TUNING function names → the store's op names.
+_NCCL_FUNCS = {
+    "AllReduce": "allreduce",
+    "AllGather": "allgather",
+    "ReduceScatter": "reduce_scatter",
+    "Broadcast": "broadcast",
+    "Reduce": "reduce",
+    "AllToAll": "alltoall",
+    "SendRecv": "sendrecv",
+}
+
+
+def protocol_labels(con: duckdb.DuckDBPyConnection, rid: int, df: pd.DataFrame) -> pd.Series:
+    """'ALGO/PROTO' per instance where the run says which ran, else None: NCCL's TUNING choice
+    lines whose size range holds the instance's size (NCCL 2.20+ logs), else the kernel names
+    when every call of the op names one and the same algorithm and protocol
+    (ncclKernel_AllReduce_RING_LL_...)."""
+    out = pd.Series([None] * len(df), index=df.index, dtype=object)
+    if has_macro(con, "collective_algorithms"):
+        k = con.execute("SELECT * FROM collective_algorithms(?)", [rid]).df()
+        for op, g in k.groupby("op"):
+            if len(g) == 1 and g["protocol"].notna().all():
+                label = f"{g['algo'].iloc[0] or '?'}/{g['protocol'].iloc[0]}"
+                out[df["op"] == op] = label
+    if has_macro(con, "nccl_algorithm_choices") and _has_table(con, "nccl_tuning"):
+        c = con.execute("SELECT * FROM nccl_algorithm_choices(?)", [rid]).df()
+        c = c[c["func"].isin(list(_NCCL_FUNCS))].sort_values("choices", ascending=False)
+        for r in c.itertuples():
+            hit = (
+                (df["op"] == _NCCL_FUNCS[r.func])
+                & (df["bytes"] >= r.min_bytes)
+                & (df["bytes"] <= r.max_bytes)
+            )
+            out[hit & out.isna()] = f"{r.algo}/{r.proto}"
+    return out
+
+
 def _instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame | None:
-    """The run's matched collectives, None when the matching macro is not loaded."""
+    """The run's matched collectives with their `protocol` label (see protocol_labels), None
+    when the matching macro is not loaded."""
     if not has_macro(con, "collective_instances"):
         return None
-    return con.execute("SELECT * FROM collective_instances(?)", [rid]).df()
+    df = con.execute("SELECT * FROM collective_instances(?)", [rid]).df()
+    return df.assign(protocol=protocol_labels(con, rid, df))
 
 
 def _main_scenario(fits: list[OpFit], df: pd.DataFrame, step: dict) -> Scenario | None:
@@ -332,13 +372,12 @@ def model_section(
     step = measured_step(con, rid)
     peak = _peak(facts, link_peak)
     df = _instances(con, rid)
-    fits = fit_ops(df) if df is not None else []
+    fits, reasons = calibrate_all(df) if df is not None else ([], {})
     nccl = nccl_model(facts, df, peak)
     if not fits:
         status = NOT_CALIBRATED if df is None or usable(df).empty else TOO_FEW
-        if df is not None and not usable(df).empty:
-            reasons = op_statuses(df)
-            status = next(iter(reasons.values()), TOO_FEW) if len(reasons) == 1 else TOO_FEW
+        if len(reasons) == 1:
+            status = next(iter(reasons.values()))
         return {
             "status": status,
             "measured": _measured(step, None, facts, None, peak),
@@ -353,7 +392,7 @@ def model_section(
     s = _main_scenario(fits, df, step)
     peak_Bps = peak.line_Bps if peak else None
     fit = {**_fit_dict(main, df), "per_op": [_fit_dict(x, df) for x in fits]}
-    fit["not_fitted"] = op_statuses(df)
+    fit["not_fitted"] = reasons
     return {
         "status": main.status,
         "measured": measured,
