@@ -146,7 +146,6 @@ UNITS_LEFT = {
     "analysis/report.py": {"NS_PER_MS"},
     "analysis/diff.py": {"NS_PER_MS"},
     "analysis/postmortem.py": {"NS_PER_MS"},
-    "dashboard/views/collectives.py": {"/ 1000000.0"},
 }
 
 

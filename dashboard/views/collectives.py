@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.links import LINK_PEAKS_GBPS
+from analysis.units import NS_PER_MS
 from dashboard import charts, data, session
 from dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
 
@@ -47,7 +48,7 @@ if inst is None or inst.empty or not needed <= set(inst.columns):
     missing("Matched collective instances", traces_hint(v.report))
 else:
     pts = inst[(inst["transfer_ns"] > 0) & (inst["bytes"] > 0)]
-    pts = pts.assign(transfer_ms=pts["transfer_ns"] / 1e6)
+    pts = pts.assign(transfer_ms=pts["transfer_ns"] / NS_PER_MS)
     left, right = st.columns(2)
     plot(
         pts,

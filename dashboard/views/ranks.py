@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis.outliers import flag_outliers
+from analysis.outliers import Z_LIMIT, flag_outliers
 from dashboard import charts, data, session
 from dashboard.ui import md, missing, plot, steps_hint, table, traces_hint
 
@@ -60,14 +60,16 @@ st.subheader("Outliers")
 flags = [f"{m}_outlier" for m in shown]
 out = steps[steps[flags].any(axis=1)]
 if out.empty:
-    st.caption("No rank-step is an outlier (robust z-score above 3.5) on these metrics.")
+    st.caption(f"No rank-step is an outlier (robust z-score above {Z_LIMIT}) on these metrics.")
 else:
     outlier_in = out[flags].apply(
         lambda row: ", ".join(METRICS[f.removesuffix("_outlier")] for f in flags if row[f]),
         axis=1,
     )
     table(out[["rank", "step", *shown]].assign(outlier_in=outlier_in), key="outliers")
-    st.caption("outlier_in: the metrics on which the rank-step is a robust outlier (|z| > 3.5).")
+    st.caption(
+        f"outlier_in: the metrics on which the rank-step is a robust outlier (|z| > {Z_LIMIT})."
+    )
 
 st.subheader("Per rank (whole trace)")
 table(pd.DataFrame(v.report.get("ranks") or []), key="ranks_table")
