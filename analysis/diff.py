@@ -136,7 +136,7 @@ def decomposition_records(report: dict) -> tuple[list[dict], list[str]]:
     alone, compute under communication, exposed communication, idle)."""
     dec = report.get("decomposition")
     if isinstance(dec, dict):
-        dec = next((v for v in dec.values() if isinstance(v, list) and v and "rank" in v[0]), None)
+        dec = dec.get("steps") or dec.get("ranks")
     if isinstance(dec, list) and dec and isinstance(dec[0], dict) and "rank" in dec[0]:
         parts = [p for p in PARTS if p in dec[0]]
         if parts:
@@ -177,7 +177,7 @@ def decomposition(runs: Sequence[RunFacts]) -> pd.DataFrame:
     for n in names:
         if n not in wide.columns:
             wide[n] = None
-    order = {c: i for i, c in enumerate([*PARTS, *DERIVED_PARTS, "step_ms"])}
+    order = {c: i for i, c in enumerate(dict.fromkeys([*PARTS, *DERIVED_PARTS, "step_ms"]))}
     wide = wide.sort_values(["rank", "component"], key=lambda s: s.map(order).fillna(s))
     return _with_deltas(wide.reset_index(drop=True), names)
 
@@ -349,7 +349,7 @@ def diagnosis(runs: Sequence[RunFacts]) -> pd.DataFrame:
         rows.append(
             {
                 "run": r.name,
-                "cause": _fact(d.get("cause")) or "not available",
+                "cause": _fact(d.get("label") or d.get("cause")) or "not available",
                 "paragraph": d.get("paragraph") or "not available: the report has no diagnosis",
                 "replayed_step_ms": rep.get("replayed_step_ms"),
             }

@@ -74,12 +74,17 @@ def step_timeline(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
 
 
 def whatif_ranking(con: duckdb.DuckDBPyConnection, rid: int, report: dict) -> pd.DataFrame:
-    """What-ifs ranked by predicted step time (ms, best first): the diagnosis's replay when the
-    report has one (`replay.whatifs`), else the α-β model's scenarios of WHATIFS."""
+    """What-ifs ranked by predicted step time (ms, best first; what_if, step_ms, saving_pct):
+    the replay's when the report has one (`replay.whatifs`, replayed on the measured
+    timeline), else the α-β model's scenarios of WHATIFS."""
     replay = report.get("replay") or {}
-    ranked = replay.get("whatifs") or replay.get("ranking")
-    if isinstance(ranked, list) and ranked:
-        return pd.DataFrame(ranked)
+    ranked = replay.get("whatifs")
+    if replay.get("available") and isinstance(ranked, list) and ranked:
+        rows = [{"what_if": r.get("label") or r.get("key"), "step_ms": r.get("step_ms"),
+                 "saving_pct": r.get("saving_pct")} for r in ranked]  # fmt: skip
+        measured = {"what_if": "as measured", "step_ms": replay.get("measured_step_ms"),
+                    "saving_pct": 0.0}  # fmt: skip
+        return pd.DataFrame([measured, *rows]).sort_values("step_ms", kind="stable")
     s = run_scenario(con, rid)
     if s is None:
         raise ValueError("the model is not calibrated on this run")

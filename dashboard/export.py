@@ -90,7 +90,7 @@ def diagnosis_text(report: dict) -> tuple[str, str | None]:
     has one, else the verdict and the straggler verdict."""
     d = report.get("diagnosis") or {}
     if isinstance(d, dict) and d.get("paragraph"):
-        return str(d["paragraph"]), _text(d.get("cause")) or None
+        return str(d["paragraph"]), _text(d.get("label") or d.get("cause")) or None
     v = verdict(report.get("summary"))
     parts = [f"{v['verdict']}: {v['reason']}." if v else "No communication was measured."]
     s = (report.get("stragglers") or {}).get("verdict")
@@ -329,7 +329,7 @@ def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
         "What-ifs ranked by predicted step time (ms), best first.",
         w,
         lambda v: dc.ranked_bars(
-            v.assign(label=v.iloc[:, 0].astype(str)), "step_ms", "label", "What-ifs",
+            v.assign(label=v["what_if"].astype(str)), "step_ms", "label", "What-ifs",
             "predicted step time (ms)",
         ),
     )  # fmt: skip
@@ -424,6 +424,9 @@ def render_html(report: dict, extra: dict | None = None, charts: bool = True) ->
         p.append(f"<figure>{body}<figcaption>Figure {i}. {esc(caption)}</figcaption></figure>")
     p.append("<h2 id='model'>Measured and predicted</h2>")
     p.append(_html_table(measured_vs_predicted(report) or f"{NA}: no model section"))
+    if data.get("whatifs") is not None:
+        p.append("<h3>What-ifs, best first (step time in ms, saving in %)</h3>")
+        p.append(_html_table(frame_rows(data["whatifs"])))
     p.append("<h2 id='summary'>Summary (medians over ranks and steps)</h2>")
     p.append(_html_table(summary_rows(report)))
     p.append("<h2 id='stragglers'>Stragglers</h2>")
