@@ -206,13 +206,16 @@ def run_one(path: Path, report: bool = True) -> dict:
 def serve(memory_limit: int = 4 << 30) -> None:
     """The worker loop: an input path per line on stdin, a JSON outcome per line on stdout."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    results = os.fdopen(os.dup(1), "w")  # outcomes only: whatever else prints goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     for line in sys.stdin:
         report, path = line.rstrip("\n").split(" ", 1)
         _self_test(Path(path).name)
         out = run_one(Path(path), report == "1")
         out["rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
+        results.write(json.dumps(out) + "\n")
+        results.flush()
 
 
 def _self_test(name: str) -> None:
