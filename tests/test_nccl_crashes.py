@@ -68,6 +68,9 @@ SHAPES = {
     "anchors": "a:1:1 " * (LONG // 6) + "NCCL INFO x",
     "brackets": "[" * LONG + "x: node01:1:1 [0] NCCL INFO x",
     "digits": "1" * 19 + ":" + "2" * (LONG // 2) + " NCCL WARN x",
+    "tuning cells": "node01:1:1 [0] NCCL INFO  AllReduce |" + "   1.0/ 2.0 |" * (LONG // 14),
+    "watchdog words": "[rank0]:[E1 00:00:00.1 P.cpp:1] " + "Watchdog " * (LONG // 9) + "NCCL",
+    "ring order": "node01:1:1 [0] NCCL INFO Channel 00/02 :" + " 1" * (LONG // 2),
 }
 
 

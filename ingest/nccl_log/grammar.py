@@ -102,7 +102,7 @@ COLLNET = C(
 NVLS_SUPPORT = C(r"^NVLS multicast support is (?P<no>not )?available on dev (?P<dev>\d+)$")
 NVLS_COMM = C(
     r"^NVLS comm (?P<comm>0x[0-9a-f]+) headRank (?P<head>-?\d+) nHeads (?P<nheads>\d+) "
-    r"buffSize \d+ memSize \d+ nvlsPerRankSize \d+ nvlsTotalSize \d+$"
+    r"buffSize \d+ (?:memSize \d+ )?nvlsPerRankSize \d+ nvlsTotalSize \d+$"
 )
 CONNECTED = C(
     r"^Connected (?:all (?P<what>rings|trees)(?:, use ring PXN (?P<pxn>\d) GDR (?P<gdr>\d))?"
@@ -154,6 +154,9 @@ BENIGN = C(
     # PROXY: proxy threads and their connections.
     r"Connected to proxy|New proxy (?:send|recv) connection|Received and initiated operation|"
     r"ncclPollProxyResponse|proxyProgressAsync|resp\.opId=|\[Proxy [\w ]+\] Device|"
+    r"(?:send|recv)Connect ncclP|Queuing opId=|"
+    # TRACE: API calls with their arguments.
+    r"nccl\w+\(|"
     r"UDS: Creating service|socketProgressOpt: abort called|"
     # ALLOC: allocations, with or without the source file in front.
     r"(?:[\w/]+\.cc:\d+ )?(?:Cuda|Ib|Cuda Host) Alloc Size|Mem Realloc|"

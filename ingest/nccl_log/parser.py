@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ MAX_TEXT = 4096
 #: A line longer than this is not read (counted as kind `too_long`): NCCL's longest lines, the
 #: ring orders of a 4096-rank job, are about 20,000 characters.
 MAX_LINE_CHARS = 1 << 16
+#: Cells of a tuning-table row read (2.29 prints 7 algorithms x 3 protocols = 21).
+MAX_TUNING_CELLS = 64
 #: A run of more digits than this is no NCCL value (uint64 ids have 20): the line is counted
 #: as kind `out_of_range` instead of being read.
 _LONG_NUMBER = re.compile(r"\d{21}")
@@ -616,7 +619,8 @@ class LogParser:
     def _f_tuning_row(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
         state = self.tuning.get((proc, dev), {})
         cols, threads = state.get("cols", []), state.get("threads", [])
-        for i, (lat, bw) in enumerate(g.TUNING_CELL.findall(m.group("cells"))):
+        cells = g.TUNING_CELL.finditer(m.group("cells"))
+        for i, (lat, bw) in enumerate(c.groups() for c in islice(cells, MAX_TUNING_CELLS)):
             algo, proto = cols[i] if i < len(cols) else (None, None)
             self._tuning_row(
                 proc, dev, kind="table", func=m.group("func"),
