@@ -187,3 +187,28 @@ def test_nsys_kernel_ending_before_it_starts_has_no_length(tmp_path: Path) -> No
     report, (con, _) = _ingest_and_report(tmp_path, path)
     assert con.execute("SELECT min(dur) FROM activities").fetchone()[0] == 0
     assert report["ranks"]
+
+
+DLRM = sorted((Path(__file__).parents[1] / "sample_traces" / "dlrm_8rank").glob("*.json.gz"))
+
+
+def _with_host(src: Path, out: Path) -> Path:
+    """The real DLRM rank file with `"host_name": "node01"` added at the top level (the fuzz
+    reproducer of a report crash: a singular matrix in the model fit)."""
+    text = gzip.decompress(src.read_bytes()).decode()
+    assert text.lstrip().startswith("{") and '"host_name"' not in text
+    dest = out / src.name.removesuffix(".gz")
+    dest.write_text(text.replace("{", '{"host_name": "node01", ', 1))
+    return dest
+
+
+@pytest.mark.parametrize("ranks", [8, 1])
+def test_report_of_dlrm_with_a_host_name_comes_out_whole(tmp_path: Path, ranks: int) -> None:
+    paths = [_with_host(p, tmp_path) for p in DLRM[:ranks]]
+    con = store.connect(tmp_path / "s.duckdb")
+    store.ingest(con, "r", paths)
+    report = build_report(load_modules(con), "r")
+    assert len(report["ranks"]) == ranks
+    assert report["run_info"]["hosts"] == ["node01"]
+    for key, value in report.items():  # every section is there, or says why it is not
+        assert value is not None or key in report.get("analysis_errors", {})
