@@ -34,10 +34,10 @@ def entries_chart(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart:
     """The last collectives of each rank: seq (x) × rank (y), coloured by op; a rule at the
     seq where the hang or mismatch is."""
     points = (
-        alt.Chart(df)
+        alt.Chart(df, title="Each rank's last collectives (red: where the cause is)")
         .mark_square(size=140)
         .encode(
-            x=alt.X("seq:O", title="collective seq id"),
+            x=alt.X("seq:O", title="collective seq id", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("label:N", title=None, sort=None),
             color=alt.Color("op_name:N", title="op", legend=alt.Legend(**LEGEND)),
             tooltip=["pg_name", "rank", "seq", "op_name", "state", "in_nelems"],
