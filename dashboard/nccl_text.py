@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pandas as pd
 
 Table = Callable[[pd.DataFrame], str]
+#: Families of lines not understood that the text lists (the JSON has them all).
+MAX_FAMILIES = 10
 
 
 def ranges(ranks: list[int]) -> str:
@@ -35,6 +37,16 @@ def _first(p: dict) -> str:
 
 def _nic(n: dict) -> str:
     return f"{n['device']}:{n['port']}/{n['link']}" if n["kind"] == "ib" else n["device"]
+
+
+def _inter_node(x: dict) -> str:
+    if x["value"] is None:
+        return "unknown"
+    if not x["value"]:
+        return f"no ({x['basis']})"
+    return f"yes ({x['basis']}); network {x['network'] or 'not named'}" + (
+        f" ({x['network_basis']})" if x["network"] else ""
+    )
 
 
 def _table(rows: list[dict], cols: tuple[str, ...], table: Table) -> str:
@@ -67,6 +79,7 @@ def render_nccl(s: dict, table: Table) -> str:
         + (", ".join(f"{n['network']} ({n['n_processes']} proc)" for n in s["networks"]) or "-")
         + "; NICs: "
         + (", ".join(_nic(n) for n in s["nics"]) or "-"),
+        f"inter-node: {_inter_node(s['inter_node'])}",
         f"GPU Direct RDMA: {gdr}",
         "TCP sockets between nodes: "
         + (f"YES — {tcp['explanation']} ({_where(tcp['evidence'])})" if tcp["detected"] else "no"),
@@ -86,6 +99,12 @@ def render_nccl(s: dict, table: Table) -> str:
             + (" ..." if c["ring_truncated"] else "")
             for c in s["communicators"]
             if c["ring"]
+        ]
+    if ln["unknown_families"]:
+        out.append("NCCL lines not understood, by family:")
+        out += [
+            f"  {f['count']:>6}  {f['family']} ({f['kind']}; first at {_where(f['where'])})"
+            for f in ln["unknown_families"][:MAX_FAMILIES]
         ]
     out += [f"warnings: {_first(s['warnings'])}", f"errors: {_first(s['errors'])}"]
     out.append(f"timeouts: {_first(s['timeouts'])}")

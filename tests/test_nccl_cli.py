@@ -43,6 +43,12 @@ def test_nccl_text(db, capsys):
     assert "not enqueued 3, waiting 0-2" in out
     assert "TCP sockets between nodes: no" in out
     assert "versions: 2.24.3 (ranks 0-3)" in out
+    # the job spans 2 nodes over IB (the generator's default network)
+    assert "inter-node: yes (hosts); network IB (connections)" in out
+    # the generator plants one line of an unknown family and one damaged line per rank
+    ranks = JOB.nodes * JOB.gpus
+    assert f"{ranks:>6}  Future NCCL (unknown; first at " in out
+    assert f"{ranks:>6}  damaged (damaged; first at " in out
 
 
 def test_report_has_the_nccl_section(db, capsys):
