@@ -64,6 +64,11 @@ st.caption(
     f"{fmt_ratio(fit.get('beta_GBps'))} GB/s (R² {fmt_ratio(fit.get('r2'))}). The model counts "
     "transfer time only: the gap to the measured step is waiting for late ranks and host time."
 )
+if model.get("status") != "calibrated":
+    st.warning(
+        f"Model status: {md(str(model.get('status')))}. The prediction and the what-ifs below "
+        "rest on a fit whose held-out error is too large, or unknown, to act on."
+    )
 if predicted.get("not_modelled"):
     ops = ", ".join(f"{md(op)} ({n:g} per step)" for op, n in predicted["not_modelled"].items())
     st.warning(
