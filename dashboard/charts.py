@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -11,10 +12,24 @@ KIND_COLORS = alt.Scale(
     domain=["compute", "comm", "memory"], range=["#4c78a8", "#e45756", "#b5b5b5"]
 )
 #: Every colour legend: below its chart, labels never cut short (Vega's default cuts at 160 px).
-LEGEND = {"orient": "bottom", "labelLimit": 0, "titleLimit": 0, "columns": 4}
+LEGEND: dict[str, Any] = {"orient": "bottom", "labelLimit": 0, "titleLimit": 0, "columns": 4}
 FLAG_COLORS = alt.Scale(domain=[False, True], range=["#9ecae9", "#e45756"])
 #: Charts fill their column (Streamlit's width="stretch"); heights are set here.
 ROW_PX = (8, 20)  # height per rank of a heatmap row: least, most
+
+
+def tips(df: pd.DataFrame, columns: list[str] | None = None) -> list[alt.Tooltip]:
+    """Tooltips for `columns` (default: all) with their types given, numbers to 4 significant
+    digits: Altair would otherwise infer each column's type from the data on every draw."""
+    out = []
+    for c in columns if columns is not None else list(df.columns):
+        if pd.api.types.is_bool_dtype(df[c]):
+            out.append(alt.Tooltip(f"{c}:N"))
+        elif pd.api.types.is_numeric_dtype(df[c]):
+            out.append(alt.Tooltip(f"{c}:Q", format=".4~g"))
+        else:
+            out.append(alt.Tooltip(f"{c}:N"))
+    return out
 
 
 def row_step(rows: pd.Series) -> alt.Step:
@@ -29,7 +44,7 @@ def heatmap(df: pd.DataFrame, value: str, title: str, outlier: str | None = None
     base = alt.Chart(df, title=title).encode(
         x=alt.X("step:O", title="step", axis=alt.Axis(labelAngle=0, labelOverlap=True)),
         y=alt.Y("rank:O", title="rank", axis=alt.Axis(labelOverlap=True)),
-        tooltip=["rank", "step", alt.Tooltip(f"{value}:Q", title=title, format=".3f")],
+        tooltip=["rank:O", "step:O", alt.Tooltip(f"{value}:Q", title=title, format=".3f")],
     )
     legend = alt.Legend(title=None, gradientLength=120, **LEGEND)
     cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", legend=legend))
@@ -77,13 +92,7 @@ def timeline(
             x2="end_ms:Q",
             y=y,
             color=alt.Color("kind:N", scale=KIND_COLORS, title="activity", legend=LEGEND),
-            tooltip=[
-                "rank",
-                "kind",
-                *top,
-                alt.Tooltip("start_ms:Q", format=".3f"),
-                alt.Tooltip("end_ms:Q", format=".3f"),
-            ],
+            tooltip=tips(tracks, ["rank", "kind", *top, "start_ms", "end_ms"]),
         )
     )
     calls = (
@@ -94,14 +103,7 @@ def timeline(
             x2="end_ms:Q",
             y=y,
             color=alt.Color("op:N", title="collective", legend=LEGEND),
-            tooltip=[
-                "rank",
-                "op",
-                "instance",
-                "bytes",
-                alt.Tooltip("wait_ms:Q", format=".3f"),
-                alt.Tooltip("start_ms:Q", format=".3f"),
-            ],
+            tooltip=tips(colls, ["rank", "op", "instance", "bytes", "wait_ms", "start_ms"]),
         )
     )
     links = (
@@ -123,7 +125,7 @@ def scatter_loglog(
             x=alt.X(f"{x}:Q", scale=alt.Scale(type="log"), title=x_title),
             y=alt.Y(f"{y}:Q", scale=alt.Scale(type="log"), title=y_title),
             color=alt.Color(f"{color}:N", legend=alt.Legend(**LEGEND)),
-            tooltip=list(df.columns),
+            tooltip=tips(df),
         )
         .properties(height=300)
     )
@@ -145,7 +147,7 @@ def bars(
     enc = {
         "x": alt.X(f"{x}:Q", title=x_title),
         "y": alt.Y(f"{y}:N", sort=None, title=y, axis=alt.Axis(labelOverlap=True)),
-        "tooltip": list(df.columns),
+        "tooltip": tips(df),
     }
     if highlight:
         enc["color"] = alt.Color(f"{highlight}:N", scale=FLAG_COLORS, legend=None)
@@ -163,7 +165,7 @@ def ring(order: list, title: str) -> alt.LayerChart:
             "y": [math.sin(2 * math.pi * i / n) for i in range(n + 1)],
         }
     )
-    axis = {"axis": None, "scale": alt.Scale(domain=[-1.3, 1.3])}
+    axis: dict[str, Any] = {"axis": None, "scale": alt.Scale(domain=[-1.3, 1.3])}
     base = alt.Chart(pts, title=title).encode(x=alt.X("x:Q", **axis), y=alt.Y("y:Q", **axis))
     path = base.mark_line(point=False, color="#4c78a8").encode(order="i:Q")
     nodes = base.mark_circle(size=500, color="#f2f2f2", stroke="#4c78a8").transform_filter(
@@ -201,7 +203,7 @@ def tree(edges: pd.DataFrame, title: str) -> alt.LayerChart:
     nodes = drawn.assign(x=drawn["rank"].map(x), y=-drawn["depth"], label=drawn["rank"].astype(str))
     links = nodes[nodes["parent"] >= 0]
     links = links.assign(px=links["parent"].map(x), py=links["y"] + 1)
-    axis = {"axis": None}
+    axis: dict[str, Any] = {"axis": None}
     lines = (
         alt.Chart(links, title=title)
         .mark_rule(color="#4c78a8")
@@ -229,14 +231,14 @@ def curves(
     """The line of `y` against `x`, with an optional highlighted point (the run). One series,
     so no legend: the page's caption says what the line and the point are."""
     scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
-    tips = [alt.Tooltip(f"{x}:Q", title=x_title), alt.Tooltip(f"{y}:Q", format=".3f")]
+    tip = [alt.Tooltip(f"{x}:Q", title=x_title), alt.Tooltip(f"{y}:Q", format=".3f")]
     lines = (
         alt.Chart(df, title=title)
         .mark_line(point=True, color="#4c78a8")
         .encode(
             x=alt.X(f"{x}:Q", title=x_title, scale=scale),
             y=alt.Y(f"{y}:Q", title=y_title),
-            tooltip=[*tips, "verdict"],
+            tooltip=[*tip, alt.Tooltip("verdict:N")],
         )
         .properties(height=220)
     )
@@ -245,7 +247,7 @@ def curves(
     dot = (
         alt.Chart(point)
         .mark_point(size=160, filled=True, color="black", shape="diamond")
-        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=tips)
+        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=tip)
     )
     return lines + dot
 
