@@ -53,7 +53,14 @@ def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     Parquet shards along with its tables when it has some (analysis/shards.py)."""
     shards.attach(con)
     for text in sql_modules().values():
-        con.execute(text)
+        try:
+            con.execute(text)
+        except duckdb.CatalogException as e:
+            # A store made before some tables existed, opened read-only (so its schema could
+            # not be brought up to date): the modules reading those tables, and the modules
+            # needing them, are left out; their sections check the tables and say so.
+            if "does not exist" not in str(e):
+                raise
     return con
 
 

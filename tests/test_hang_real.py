@@ -174,3 +174,12 @@ def test_fr_trace_blames_by_dump_order_where_we_blame_the_minority(con):
     assert set(bad.mismatch_collectives) == set(first[1:])
     ours = hang_section(con, run_id(con, "fr_op"))["groups"][0]["cause"]
     assert ours["culprit_ranks"] == [culprit]
+
+
+def test_a_store_made_before_the_fr_tables_says_so(tmp_path):
+    c = store.connect(tmp_path / "old.duckdb")
+    for t in ("fr_entries", "fr_groups", "fr_pg_status", "fr_dumps"):
+        c.execute(f"DROP TABLE {t}")
+    c.execute("INSERT INTO runs VALUES (3, 'old', NULL, NULL)")
+    h = hang_section(load_modules(c), 3)
+    assert not h["present"] and "predates" in h["reason"]
