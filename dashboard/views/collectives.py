@@ -11,6 +11,8 @@ from analysis.units import NS_PER_MS
 from dashboard import charts, data, session
 from dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
 
+#: What a point of the scatters carries (its tooltip).
+POINT_COLUMNS = ["op", "step", "instance", "bytes", "transfer_ms", "busbw_GBps", "last_rank"]
 PEAK_KEY = "link_peak_gbps"  # plain session key: kept when the widget's page is not shown
 
 v = session.current_run()
@@ -49,6 +51,7 @@ if inst is None or inst.empty or not needed <= set(inst.columns):
 else:
     pts = inst[(inst["transfer_ns"] > 0) & (inst["bytes"] > 0)]
     pts = pts.assign(transfer_ms=pts["transfer_ns"] / NS_PER_MS)
+    pts = pts[[c for c in POINT_COLUMNS if c in pts.columns]]
     left, right = st.columns(2)
     plot(
         pts,

@@ -44,6 +44,8 @@ lines += [f"- {md(f)}" for f in findings.split("; ") if f]
 table = pd.DataFrame(s["ranks"]).sort_values("score", ascending=False, kind="stable")
 table["host"] = table["host"].fillna("unknown")
 table["rank"] = table["rank"].astype(str)
+#: What a bar carries (its tooltip).
+BAR_COLUMNS = ["rank", "host", "flagged", "kind", "score", "wait_caused_ms", "late_fraction"]
 #: The bar charts: column → (title with unit, axis title, sentence when there is nothing).
 BARS = {
     "wait_caused_ms": ("Wait caused on peers (ms)", "ms", "No rank caused any wait."),
@@ -51,7 +53,7 @@ BARS = {
 }
 for col, (x, (title, axis, empty)) in zip(st.columns(len(BARS)), BARS.items(), strict=True):
     plot(
-        table,
+        table[[c for c in BAR_COLUMNS if c in table.columns]],
         lambda d, x=x, title=title, axis=axis: charts.bars(d, x, "rank", title, axis, "flagged"),
         empty,
         key=f"straggler_{x}",
