@@ -39,7 +39,7 @@ maps = [m for m in HEATMAPS if m in steps.columns]
 st.caption("Each cell is one rank in one step; a black border marks a robust outlier.")
 for col, m in zip(st.columns(len(maps)), maps, strict=True):
     plot(
-        steps.dropna(subset=[m]),
+        steps[["rank", "step", m, f"{m}_outlier"]].dropna(subset=[m]),
         lambda d, m=m: charts.heatmap(d, m, f"{METRICS[m]} per rank and step", f"{m}_outlier"),
         f"No {METRICS[m]} to draw.",
         key=f"heatmap_{m}",
@@ -47,7 +47,7 @@ for col, m in zip(st.columns(len(maps)), maps, strict=True):
     )
 for col, m in zip(st.columns(len(maps)), maps, strict=True):
     plot(
-        steps.dropna(subset=[m]),
+        steps[[m]].dropna(),
         lambda d, m=m: charts.histogram(d, m, f"Distribution of {METRICS[m]}", METRICS[m]),
         f"No {METRICS[m]} to draw.",
         key=f"histogram_{m}",
