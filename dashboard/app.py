@@ -5,6 +5,7 @@ Started by `commwall serve --db FILE` (which sets COMMWALL_DB); see docs/dashboa
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import streamlit as st
@@ -24,3 +25,6 @@ try:
     page.run()
 except StoreBusy as busy:  # a page reading the store while an ingest holds it: a notice only
     st.warning(str(busy))
+except Exception as e:  # a page that cannot be drawn says why; the others still work
+    logging.getLogger("commwall.dashboard").error("page %r failed", page.title, exc_info=e)
+    st.error(f"This page is not available: {type(e).__name__}: {e}")
