@@ -468,11 +468,14 @@ def render_html(report: dict, extra: dict | None = None, charts: bool = True) ->
 
 # --- Markdown --------------------------------------------------------------------------------
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+#: Characters that make Markdown inline markup or break a table cell (`.`, `-`, `(` only
+#: matter at the start of a line, handled by _md's leading escape).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>~#])")
 
 
 def _md(v: Any) -> str:
-    return _MD_SPECIAL.sub(r"\\\1", _text(v)).replace("\n", " ")
+    text = _MD_SPECIAL.sub(r"\\\1", _text(v)).replace("\n", " ")
+    return re.sub(r"^([-+])", r"\\\1", re.sub(r"^(\d+)\.", r"\1\\.", text))
 
 
 def _md_code(v: Any) -> str:
@@ -511,6 +514,10 @@ def render_markdown(report: dict, extra: dict | None = None) -> str:
             out += [f"### {_md(key.replace('_', ' '))}", "", _md_table(frame_rows(diff[key])), ""]
     sections = [
         ("Measured and predicted", measured_vs_predicted(report) or f"{NA}: no model section"),
+        (
+            "What-ifs, best first (step time in ms, saving in %)",
+            frame_rows(data.get("whatifs")) if "whatifs" in data else f"{NA}: needs the store",
+        ),
         ("Summary (medians over ranks and steps)", summary_rows(report)),
         ("Stragglers", straggler_rows(report)),
         ("Collectives", collective_rows(report)),
