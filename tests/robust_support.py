@@ -43,11 +43,13 @@ def snapshot(db: Path, run: str) -> list[tuple]:
 
 @dataclass
 class KillOutcome:
-    """One trial: when the kill came, and how many files of the killed run are stored."""
+    """One trial: when the kill came, how many files of the killed run are stored, and which
+    of the command's processes were still running 5 s after it was killed."""
 
     after_s: float
     finished_first: bool
     victim_files: int
+    survivors: list[int]
 
 
 def kill_trial(db: Path, victim: str, paths: list[Path], rng: random.Random, max_s: float,
@@ -60,13 +62,16 @@ def kill_trial(db: Path, victim: str, paths: list[Path], rng: random.Random, max
         stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     after = rng.uniform(0, max_s)
+    survivors: list[int] = []
     try:
         proc.wait(after)
         finished = True
     except subprocess.TimeoutExpired:
         finished = False
+        helpers = _descendants(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        survivors = descendants_alive(helpers)
     con = duckdb.connect(str(db), read_only=True)  # the store always opens
     try:
         n = con.execute(
@@ -74,7 +79,16 @@ def kill_trial(db: Path, victim: str, paths: list[Path], rng: random.Random, max
         ).fetchone()[0]
     finally:
         con.close()
-    return KillOutcome(after, finished, n)
+    return KillOutcome(after, finished, n, survivors)
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil  # noqa: PLC0415
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def descendants_alive(pids: list[int], timeout_s: float = 5.0) -> list[int]:
