@@ -36,7 +36,8 @@ def test_a_ring_at_link_bandwidth_b_has_bus_bandwidth_b():
 def test_ring_steps():
     assert ring_steps("allreduce", 8) == 14
     assert ring_steps("allgather", 8) == 7
-    assert ring_steps("broadcast", 8) == 1
+    assert ring_steps("broadcast", 8) == 7  # a chain: the first chunk crosses 7 hops
+    assert ring_steps("send", 8) == 1
 
 
 def test_unknown_op():

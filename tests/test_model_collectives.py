@@ -221,3 +221,33 @@ def test_more_bytes_are_never_faster(t, m, factor):
     for name, c in collective_costs("allreduce", m, t).items():
         bigger = collective_cost("allreduce", name, m * factor, t)
         assert bigger.total_s >= c.total_s * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(
+    ("op", "algorithm"),
+    [
+        ("allreduce", "ring"),
+        ("reduce_scatter", "ring"),
+        ("allgather", "ring"),
+        ("alltoall", "pairwise"),
+        ("broadcast", "ring"),
+        ("reduce", "ring"),
+        ("send", "p2p"),
+        ("recv", "p2p"),
+    ],
+)
+def test_every_op_has_a_cost_whose_busbw_is_the_link(op, algorithm):
+    # nccl-tests' convention: without latency, busbw = factor·S/t of the bandwidth-optimal
+    # algorithm equals the link bandwidth B for every collective kind
+    from analysis.model.busbw import busbw_factor
+
+    p, m, bw = 8, 1e9, 50e9
+    c = collective_cost(op, algorithm, m, Topology(p, Link(bw, 0.0)))
+    assert busbw_factor(op, p) * m / c.total_s == pytest.approx(bw)
+
+
+def test_broadcast_and_send_latency():
+    t = Topology(8, Link(50e9, 10e-6))
+    assert collective_cost("broadcast", "ring", 5e8, t).total_s == pytest.approx(7e-5 + 0.01)
+    assert collective_cost("send", "p2p", 5e8, t).total_s == pytest.approx(1e-5 + 0.01)
+    assert collective_cost("allreduce", "p2p", 5e8, t) is None

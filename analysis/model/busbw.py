@@ -23,8 +23,9 @@ def busbw_factor(op: str, n: int) -> float:
 
 def ring_steps(op: str, n: int) -> int:
     """Latency-bearing steps of `op` on a ring of `n` ranks: all-reduce 2(n−1); reduce-scatter,
-    all-gather, all-to-all n−1; broadcast, reduce and point-to-point 1 (pipelined)."""
+    all-gather, all-to-all, and broadcast and reduce (a pipelined chain whose first chunk
+    crosses every hop) n−1; point-to-point 1."""
     busbw_factor(op, n)  # validates op
     if op == "allreduce":
         return 2 * (n - 1)
-    return n - 1 if op in ("reduce_scatter", "allgather", "alltoall") else 1
+    return 1 if op in ("send", "recv", "sendrecv") else n - 1

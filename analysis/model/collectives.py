@@ -12,7 +12,19 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-OPS = ("allreduce", "reduce_scatter", "allgather", "alltoall")
+OPS = (
+    "allreduce",
+    "reduce_scatter",
+    "allgather",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "send",
+    "recv",
+    "sendrecv",
+)
+#: Point-to-point ops: one message to one peer.
+P2P = ("send", "recv", "sendrecv")
 
 
 @dataclass(frozen=True)
@@ -107,10 +119,31 @@ def _ring_steps(op: str, q: int) -> int:
     return 2 * (q - 1) if op == "allreduce" else q - 1
 
 
+def _chain(m: float, t: Topology) -> Cost:
+    """Pipelined chain along the ring (NCCL's ring broadcast and reduce): the first chunk
+    crosses p−1 hops (N−1 of them between nodes), then the buffer streams at the ring's
+    bandwidth: `(p−1)α + m/B`."""
+    inter = t.n_nodes - 1
+    latency = (t.n_gpus - 1 - inter) * t.intra.alpha_s + inter * t.net.alpha_s
+    return Cost(latency, m / t.ring_bandwidth_Bps())
+
+
+def p2p(op: str, m: float, t: Topology) -> Cost | None:
+    """Send / receive of m bytes to one peer: `α + m/B`, over the NIC when the job spans
+    nodes (the peer is then assumed remote, the pipeline-parallel case), else NVLink."""
+    if op not in P2P:
+        return None
+    link = t.net if t.n_nodes > 1 else t.intra
+    return Cost(link.alpha_s, m / link.bandwidth_Bps)
+
+
 def ring(op: str, m: float, t: Topology) -> Cost | None:
     """Ring: all-reduce `2(p−1)α + 2(p−1)/p·m/B`, reduce-scatter and all-gather
-    `(p−1)α + (p−1)/p·m/B`. With several GPUs per node, inter-node hops pay α_net and
+    `(p−1)α + (p−1)/p·m/B`, broadcast and reduce as a pipelined chain `(p−1)α + m/B`.
+    With several GPUs per node, inter-node hops pay α_net and
     the others α_nvlink (NCCL's count: 2(N−1) inter steps for all-reduce, N−1 otherwise)."""
+    if op in ("broadcast", "reduce"):
+        return _chain(m, t)
     if op not in ("allreduce", "reduce_scatter", "allgather"):
         return None
     p, n = t.n_gpus, t.n_nodes
@@ -215,6 +248,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "nvls": nvls,
     "sharp": sharp,
     "pairwise": pairwise,
+    "p2p": p2p,
 }
 
 #: Algorithms that need switch hardware support (NVLink SHARP, InfiniBand SHARP).
