@@ -212,3 +212,18 @@ def test_report_of_dlrm_with_a_host_name_comes_out_whole(tmp_path: Path, ranks: 
     assert report["run_info"]["hosts"] == ["node01"]
     for key, value in report.items():  # every section is there, or says why it is not
         assert value is not None or key in report.get("analysis_errors", {})
+
+
+def test_nsys_huge_strings_are_cut_when_read(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "long_names.sqlite"
+    src = Path(__file__).parent / "data" / "nsys" / "nvfuser_1gpu" / "report2_nsys2024.6.sqlite.gz"
+    path.write_bytes(gzip.decompress(src.read_bytes()))
+    con = sqlite3.connect(path)
+    con.execute("UPDATE StringIds SET value = value || hex(zeroblob(100000))")  # +200,000 chars
+    con.commit()
+    con.close()
+    parsed = formats.parse(path)
+    names = parsed.tables["activities"]["name"].drop_null().to_pylist()
+    assert names and max(map(len, names)) == 4096
