@@ -41,6 +41,7 @@ class _Call:
     prev: int  # index in the rank's chain of the call depended on (-1 for 'window')
     gap: int
     idle: int
+    end_offset: int = 0  # the call's own end minus its instance's end E
 
 
 @dataclass
@@ -138,16 +139,21 @@ def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) 
             return rk.start, "window", -1
         best = (rk.calls[-1].arrival, "arrival", len(rk.calls) - 1)
         for j, c in enumerate(rk.calls):
-            e = st.end[c.ik]
+            e = st.end[c.ik] + c.end_offset  # the rank's own end of that call
             if best[0] < e <= t:
                 best = (e, "end", j)
         return best
 
     if mine is not None:
-        for ik, ts in mine[["ik", "ts"]].itertuples(index=False):
+        for ik, ts, te in mine[["ik", "ts", "te"]].itertuples(index=False):
             ik, ts = int(ik), int(ts)
             dep_t, dep, prev = dependency(ts)
-            rk.calls.append(_Call(rk.rank, ik, ts, dep, prev, max(ts - dep_t, 0), idle(dep_t, ts)))
+            rk.calls.append(
+                _Call(
+                    rk.rank, ik, ts, dep, prev, max(ts - dep_t, 0), idle(dep_t, ts),
+                    int(te) - st.end[ik],
+                )
+            )  # fmt: skip
             st.members.setdefault(ik, []).append((rk.rank, len(rk.calls) - 1))
     dep_t, rk.tail_dep, rk.tail_prev = dependency(rk.end)
     rk.tail_gap = max(rk.end - dep_t, 0)
@@ -189,7 +195,8 @@ def _replay_step(st: _Step, w: WhatIf) -> dict[int, int]:
         elif c.dep == "arrival":
             base = arrive(r, c.prev)
         else:
-            base = end(st.ranks[r].calls[c.prev].ik)
+            p = st.ranks[r].calls[c.prev]
+            base = end(p.ik) + p.end_offset
         if k > 0:  # never before its own previous call (only a what-if can break this)
             base = max(base, arrive(r, k - 1))
         arrival[key] = base + gap_of(c)
@@ -210,7 +217,10 @@ def _replay_step(st: _Step, w: WhatIf) -> dict[int, int]:
             out[r] = rk.end
             continue
         p = rk.tail_prev
-        base = end(rk.calls[p].ik) if rk.tail_dep == "end" else arrive(r, p)
+        if rk.tail_dep == "end":
+            base = end(rk.calls[p].ik) + rk.calls[p].end_offset
+        else:
+            base = arrive(r, p)
         base = max(base, arrive(r, len(rk.calls) - 1))
         tail = med_tail if (r in fixed and med_tail is not None) else rk.tail_gap
         if w.remove_idle:

@@ -20,13 +20,13 @@ FROM step_windows(rid) w LEFT JOIN rank_offsets(rid) o ON o.rank = w.rank
 ORDER BY w.rank, w.step;
 
 -- replay_calls(rid): the collective calls of run `rid` that act as barriers in the replay.
---   returns   rank, ik (instance id), step (the instance's step), ts (aligned arrival),
---             last_ts (the instance's last arrival S), end_ts (the instance's end E: the median
---             aligned end over its ranks).
+--   returns   rank, ik (instance id), step (the instance's step), ts (aligned arrival), te
+--             (the call's own aligned end), last_ts (the instance's last arrival S), end_ts (the
+--             instance's end E: the median aligned end over its ranks).
 --   Only instances seen by >= 2 ranks without size mismatch; other calls stay inside the gaps.
 -- Algorithm: collective_ranks, with S and E per ik by window.
 CREATE OR REPLACE TEMP MACRO replay_calls(rid) AS TABLE
-SELECT rank, ik, step, ts, max(ts) OVER i AS last_ts,
+SELECT rank, ik, step, ts, te, max(ts) OVER i AS last_ts,
     round(median(te) OVER i)::BIGINT AS end_ts
 FROM collective_ranks(rid)
 WHERE n_ranks >= 2 AND NOT size_mismatch

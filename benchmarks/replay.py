@@ -1,0 +1,108 @@
+"""What-if replay on every real multi-rank set in the repository, and its validation on pairs.
+
+For each set (sample_traces/*: the 8-rank DLRM run and the real gloo runs; tests/data/gloo_pairs:
+real runs made back to back with and without an injected straggler) this prints the measured
+step (median over steps of the slowest rank's window), the unchanged replay, and every what-if.
+For each pair it prints the replay of "straggler fixed" on the straggler run beside the
+*measured* step of the run made without the straggler, and the error. Usage:
+
+    python benchmarks/replay.py [--sets DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
+
+from analysis.db import open_db, run_id  # noqa: E402
+from analysis.replay import replay_section  # noqa: E402
+from ingest import discover, store  # noqa: E402
+
+PAIRS = ROOT / "tests" / "data" / "gloo_pairs"
+
+
+def kineto_sets() -> list[Path]:
+    """sample_traces sets of several Kineto rank files."""
+    out = []
+    for d in sorted((ROOT / "sample_traces").iterdir()):
+        if d.is_dir() and len(list(d.glob("*.pt.trace.json*"))) >= 2:
+            out.append(d)
+    return out
+
+
+def ingest_all(db: Path, sets: dict[str, Path]) -> None:
+    w = store.connect(db)
+    for name, d in sets.items():
+        store.ingest(w, name, discover.expand([str(d)]))
+    w.close()
+
+
+def job_measured(con, rid: int) -> float:
+    """Median over steps of the slowest rank's window (the replay's statistic), ms."""
+    return con.execute(
+        "SELECT median(m) / 1e6 FROM (SELECT step, max(dur) AS m FROM step_windows(?) "
+        "GROUP BY step)",
+        [rid],
+    ).fetchone()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sets", nargs="*", type=Path, help="directories of rank files (one run each)")
+    args = p.parse_args(argv)
+    sets = {d.name: d for d in (args.sets or kineto_sets())}
+    pairs = sorted(d for d in PAIRS.iterdir() if d.is_dir()) if PAIRS.exists() else []
+    for d in pairs:
+        sets[f"{d.name}/straggler"] = d / "straggler"
+        sets[f"{d.name}/baseline"] = d / "baseline"
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "replay.duckdb"
+        t0 = time.perf_counter()
+        ingest_all(db, sets)
+        con = open_db(db)
+        print(f"ingested {len(sets)} runs in {time.perf_counter() - t0:.1f} s\n")
+        print(f"{'run':42s} {'measured':>9s} {'replayed':>9s}  what-ifs (step ms, saving %)")
+        for name in sets:
+            t = time.perf_counter()
+            r = replay_section(con, run_id(con, name))
+            if not r["available"]:
+                print(f"{name:42s} not available: {r['reason']}")
+                continue
+            ws = ", ".join(f"{w['key']} {w['step_ms']:.1f} ({w['saving_pct']:.0f}%)"
+                           for w in r["whatifs"])  # fmt: skip
+            print(
+                f"{name:42s} {r['measured_step_ms']:9.2f} {r['replayed_step_ms']:9.2f}  {ws}"
+                f"  [{time.perf_counter() - t:.2f} s]"
+            )
+        if pairs:
+            print("\nValidation: 'straggler fixed' replayed on the straggler run vs the run made"
+                  " without it (same job, back to back)")  # fmt: skip
+            print(f"{'pair':28s} {'straggler run':>14s} {'predicted':>10s} {'measured':>9s} "
+                  f"{'error':>7s}")  # fmt: skip
+            errs = []
+            for d in pairs:
+                truth = json.loads((d / "straggler" / "ground_truth.json").read_text())
+                r = replay_section(con, run_id(con, f"{d.name}/straggler"))
+                fix = next(w for w in r["whatifs"] if w["key"] == "straggler_fixed")
+                base = job_measured(con, run_id(con, f"{d.name}/baseline"))
+                err = (fix["step_ms"] - base) / base
+                errs.append(abs(err))
+                print(
+                    f"{d.name:28s} {r['measured_step_ms']:14.2f} {fix['step_ms']:10.2f} "
+                    f"{base:9.2f} {100 * err:+6.1f}%  (straggler rank {truth['straggler_rank']},"
+                    f" fixed {r['fixed_ranks']})"
+                )
+            print(f"largest |error|: {100 * max(errs):.1f}%")
+        con.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
