@@ -38,19 +38,27 @@ STRAGGLER_COMPUTE_FRACTION = 0.5
 WHATIF_TRANSFER_SPEEDUP = 2.0
 
 _SQL_MACROS = {
-    "wall_exposed_share": WALL_EXPOSED_SHARE,
-    "straggler_min_t": STRAGGLER_MIN_T,
-    "straggler_min_units": STRAGGLER_MIN_UNITS,
-    "straggler_min_cost_share": STRAGGLER_MIN_COST_SHARE,
-    "straggler_min_excess_ns": STRAGGLER_MIN_EXCESS_NS,
-    "straggler_compute_fraction": STRAGGLER_COMPUTE_FRACTION,
+    "wall_exposed_share": (WALL_EXPOSED_SHARE, "exposed share of the step that makes a wall"),
+    "straggler_min_t": (STRAGGLER_MIN_T, "least t of a rank's share of the waiting vs 1/n"),
+    "straggler_min_units": (STRAGGLER_MIN_UNITS, "least units (steps or instances) for t"),
+    "straggler_min_cost_share": (
+        STRAGGLER_MIN_COST_SHARE,
+        "least share of all ranks' time a straggler's waiting costs",
+    ),
+    "straggler_min_excess_ns": (STRAGGLER_MIN_EXCESS_NS, "least median lateness (ns)"),
+    "straggler_compute_fraction": (
+        STRAGGLER_COMPUTE_FRACTION,
+        "extra operator work / delay above which a straggler is a compute straggler",
+    ),
 }
 
 
 def sql_text() -> str:
-    """The SQL module `policy`: one zero-argument macro per threshold of this module."""
+    """The SQL module `policy`: one documented zero-argument macro per threshold."""
     head = "-- policy: thresholds as zero-argument macros, generated from analysis/policy.py.\n"
     return head + "".join(
+        f"\n-- {name}(): {doc}.\n--   returns   {value!r}\n"
+        f"-- Algorithm: the constant of analysis/policy.py.\n"
         f"CREATE OR REPLACE TEMP MACRO {name}() AS {value!r};\n"
-        for name, value in _SQL_MACROS.items()
+        for name, (value, doc) in _SQL_MACROS.items()
     )

@@ -14,6 +14,7 @@ FROM (SELECT DISTINCT rank FROM ranks WHERE run_id = rid) k LEFT JOIN o ON o.ran
 
 -- replay_windows(rid): the step windows of run `rid` on the aligned clock.
 --   returns   rank, step, ts, dur (ns).
+-- Algorithm: step_windows shifted by the rank's offset.
 CREATE OR REPLACE TEMP MACRO replay_windows(rid) AS TABLE
 SELECT w.rank, w.step, w.ts - coalesce(o.offset_ns, 0) AS ts, w.dur
 FROM step_windows(rid) w LEFT JOIN rank_offsets(rid) o ON o.rank = w.rank
