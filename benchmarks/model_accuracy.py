@@ -40,7 +40,7 @@ from analysis.model.calibrate import regime_predictor, usable  # noqa: E402
 from analysis.model.hardware import intra_node_link  # noqa: E402
 from analysis.model.heldout import cross_validated_ape, split_ape, summary  # noqa: E402
 from analysis.model.nccl_run import nccl_times, run_topo  # noqa: E402
-from analysis.model.section import topology_facts  # noqa: E402
+from analysis.model.section import matched_instances, topology_facts  # noqa: E402
 from ingest import store  # noqa: E402
 from ingest.errors import IngestError  # noqa: E402
 
@@ -77,6 +77,13 @@ def size_blind(s: np.ndarray, t: np.ndarray) -> Callable[[np.ndarray], np.ndarra
     return lambda x: np.full(len(x), med)
 
 
+def _labelled(labels: np.ndarray, sizes: np.ndarray) -> Callable:
+    """A fitter for rows of `sizes` with protocol `labels` (the training rows' labels are found
+    by their sizes; a size runs one protocol)."""
+    by_size = dict(zip(sizes, labels, strict=True))
+    return lambda s, t: regime_predictor(s, t, np.array([by_size[x] for x in s], dtype=object))
+
+
 def score(rows, nccl_topo) -> dict:
     """LOO and chronological-split errors of the three predictors on one (op, n)'s rows."""
     rows = rows.sort_values("first_start_ns", kind="stable")
@@ -89,7 +96,11 @@ def score(rows, nccl_topo) -> dict:
             nccl = np.abs(pred - t) / t
     half = int(round(len(s) / 2))
     out = {}
-    for name, fitter in (("calibrated", regime_predictor), ("size-blind", size_blind)):
+    labels = rows["protocol"].to_numpy(dtype=object)
+    if any(x is None or x != x for x in labels):
+        labels = None  # not every row says which protocol ran: regimes from the sizes
+    calibrated = regime_predictor if labels is None else _labelled(labels, s)
+    for name, fitter in (("calibrated", calibrated), ("size-blind", size_blind)):
         out[name] = {
             "loo": summary(cross_validated_ape(s, t, fitter)),
             "split": summary(split_ape(s, t, fitter)),
@@ -122,7 +133,7 @@ def measure(name: str, files: list[Path]) -> list[dict]:
             con.close()
         con = open_db(path, read_only=True)
         rid = con.execute("SELECT run_id FROM runs").fetchone()[0]
-        df = con.execute("SELECT * FROM collective_instances(?)", [rid]).df()
+        df = matched_instances(con, rid)
         facts = topology_facts(con, rid)
         con.close()
     u = usable(df)

@@ -284,6 +284,7 @@ def nccl_model(facts: dict, df: pd.DataFrame | None, peak: LinkSpec | None) -> d
             "transfer_ms": float(steps["pred"].sum().median()) * MS,
             "measured_transfer_ms": float(steps["time_s"].sum().median()) * MS,
             "choice": max(set(picks), key=picks.count),
+            "ran": _most_common(g["protocol"]) if "protocol" in g else None,
         }
     return {
         "status": "available",
@@ -333,7 +334,13 @@ def protocol_labels(con: duckdb.DuckDBPyConnection, rid: int, df: pd.DataFrame) 
     return out
 
 
-def _instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame | None:
+def _most_common(labels: pd.Series) -> str | None:
+    """The most frequent non-null label, None when there is none."""
+    counts = labels.dropna().value_counts()
+    return str(counts.index[0]) if len(counts) else None
+
+
+def matched_instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame | None:
     """The run's matched collectives with their `protocol` label (see protocol_labels), None
     when the matching macro is not loaded."""
     if not has_macro(con, "collective_instances"):
@@ -355,7 +362,7 @@ def _main_scenario(fits: list[OpFit], df: pd.DataFrame, step: dict) -> Scenario 
 def run_scenario(con: duckdb.DuckDBPyConnection, rid: int) -> Scenario | None:
     """Run `rid` as a calibrated Scenario for what-if sweeps (its measured point is the
     `model` section's `measured`); None when it cannot be fitted."""
-    df = _instances(con, rid)
+    df = matched_instances(con, rid)
     fits = fit_ops(df) if df is not None else []
     if not fits:
         return None
@@ -371,7 +378,7 @@ def model_section(
     facts = topology_facts(con, rid)
     step = measured_step(con, rid)
     peak = _peak(facts, link_peak)
-    df = _instances(con, rid)
+    df = matched_instances(con, rid)
     fits, reasons = calibrate_all(df) if df is not None else ([], {})
     nccl = nccl_model(facts, df, peak)
     if not fits:
