@@ -71,12 +71,15 @@ def cause_sentence(finding: dict, group: dict, progress: list[dict]) -> str:
         else:
             s += "completed it (every rank is inside it: look at the network or the devices)."
     else:
-        got = " / ".join(finding["culprit_values"])
+        values = [*finding["culprit_values"], finding["expected"]]
+        if kind == "op":  # 'gloo:all_reduce' → 'all_reduce'
+            values = [v.split(":", 1)[-1] for v in values]
+        got, expected = " / ".join(values[:-1]), values[-1]
         verb = {"op": "called", "dtype": "passed dtypes", "size": "passed shapes"}[kind]
         tail = "" if kind == "op" else f" to {op}"
         s = (
             f"Mismatch in {where} at seq {seq}: {ranks_text(bad)} {verb} {got} where "
-            f"{ranks_text(others)} {verb} {finding['expected']}{tail}"
+            f"{ranks_text(others)} {verb} {expected}{tail}"
         )
         s += " (no majority: either side may be at fault)." if finding["ambiguous"] else "."
     if group["missing_dumps"]:

@@ -183,3 +183,12 @@ def test_a_store_made_before_the_fr_tables_says_so(tmp_path):
     c.execute("INSERT INTO runs VALUES (3, 'old', NULL, NULL)")
     h = hang_section(load_modules(c), 3)
     assert not h["present"] and "predates" in h["reason"]
+
+
+def test_the_op_sentence(con):
+    t = truth("fr_op")
+    assert hang_section(con, run_id(con, "fr_op"))["verdict"] == (
+        f"Mismatch in process group 0 (default_pg) at seq {t['hang_seq']}: rank "
+        f"{t['culprit_rank']} called {t['culprit_op']} where ranks 0, 2, 3 called "
+        f"{t['expected_op']}."
+    )
