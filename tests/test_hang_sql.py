@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from analysis.hang import hang_section
 from ingest.flight_recorder import SCHEMAS
 from tests.conftest import memory_store
 
@@ -169,3 +170,45 @@ def test_timeline_joins_trace_collectives_by_seq_or_order(con):
     con.execute("INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, pg_name, seq) "
                 "VALUES (1, 5, 0, 250, 1, 'allreduce', '0', 2)")  # fmt: skip
     assert q(con, "SELECT seq, trace_ts, join_key FROM hang_timeline(1, 2)")[0] == (2, 250, "seq")
+
+
+def _verdict(con) -> str:
+    return hang_section(con, RID)["verdict"]
+
+
+def test_sentence_of_a_stuck_rank(con):
+    done = {"state": "completed"}
+    calls = {r: [entry(r, 1, **done), entry(r, 2, **done)] for r in range(4)}
+    calls[1][1] = entry(1, 2, state="started")
+    job(con, calls)
+    assert _verdict(con) == (
+        "Hang in process group 0 (default_pg) at all_reduce seq 2: rank 1 started it and never "
+        "completed it; ranks 0, 2, 3 did."
+    )
+
+
+def test_sentence_when_every_rank_is_inside(con):
+    calls = {r: [entry(r, 1, state="completed"), entry(r, 2, state="started")] for r in range(2)}
+    job(con, calls, members=(0, 1))
+    assert _verdict(con).endswith(
+        "ranks 0, 1 started it and never completed it (every rank is inside it: look at the "
+        "network or the devices)."
+    )
+
+
+def test_sentence_of_two_missing_ranks_and_a_missing_dump(con):
+    job(con, {0: [entry(0, 1), entry(0, 2)], 1: [entry(1, 1)], 2: [entry(2, 1)]})
+    assert _verdict(con) == (
+        "Hang in process group 0 (default_pg) at all_reduce seq 2: ranks 1, 2 never entered it "
+        "(last recorded collectives: rank 1: all_reduce seq 1; rank 2: all_reduce seq 1); "
+        "rank 0 waited. No dump from rank 3: they may be the cause."
+    )
+
+
+def test_sentence_without_evidence(con):
+    job(con, {r: [entry(r, s) for s in (1, 2, 3)] for r in range(4)})
+    assert _verdict(con) == (
+        "No hang evidence in process group 0 (default_pg): every dumped rank entered the same "
+        "collectives up to seq 3 (these dumps record no completion, as with gloo: a hang inside "
+        "that collective cannot be told from a finished job)."
+    )
