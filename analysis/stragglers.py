@@ -33,6 +33,10 @@ _RANK_KEYS = {
     "steps_flagged": "steps_flagged",
     "flagged": "flagged",
     "kind": "kind",
+    "mean_share": "mean_share",
+    "n_units": "n_units",
+    "consistency_t": "consistency_t",
+    "delay_ms": "delay_ns",
 }
 
 
@@ -62,10 +66,11 @@ def _describe(r: pd.Series) -> str:
         why = "late; no compute to compare it on (no steps, or no operator activity)"
     return (
         f"rank {r['rank']}{host}, {why}; arrives last in {r['n_last']}/{r['n_instances']}"
-        f" collectives ({100 * r['late_fraction']:.0f}%), median "
-        f"{r['excess_ns'] / NS_PER_MS:.3f} ms later than the median rank (score "
-        f"{r['score']:.1f}); the others waited {r['caused_ns'] / NS_PER_MS:.1f} ms for it "
-        f"({100 * r['cost_share']:.0f}% of their time)"
+        f" collectives ({100 * r['late_fraction']:.0f}%) and causes "
+        f"{100 * _num(r.get('mean_share')):.0f}% of the waiting on average over "
+        f"{int(_num(r.get('n_units')))} units (t = {_fmt(r.get('consistency_t'))}); median "
+        f"{r['excess_ns'] / NS_PER_MS:.3f} ms later than the median rank; the others waited "
+        f"{r['caused_ns'] / NS_PER_MS:.1f} ms for it ({100 * r['cost_share']:.0f}% of their time)"
     )
 
 
@@ -76,12 +81,14 @@ def verdict(ranks: pd.DataFrame) -> str:
     flagged = ranks[ranks["flagged"]]
     if not flagged.empty:
         return "straggler: " + "; ".join(_describe(r) for _, r in flagged.iterrows())
-    top = ranks.loc[ranks["excess_ns"].idxmax()]
-    lo, hi = ranks["lateness_ns"].min(), ranks["lateness_ns"].max()
+    top = ranks.loc[ranks["caused_ns"].idxmax()]
     return (
-        f"none: median lateness spans {lo / NS_PER_MS:.3f} to {hi / NS_PER_MS:.3f} ms across "
-        f"{len(ranks)} ranks; latest rank {top['rank']} (score {_fmt(top['score'])}, last in "
-        f"{top['n_last']}/{top['n_instances']}, {100 * _num(top['cost_share']):.1f}% cost)"
+        f"none: no rank causes more than its fair share (1/{len(ranks)}) of the waiting "
+        f"consistently; the most, rank {top['rank']}, causes "
+        f"{100 * _num(top.get('mean_share')):.0f}% on average over "
+        f"{int(_num(top.get('n_units')))} units (t = {_fmt(top.get('consistency_t'))}, flagged "
+        f"from 4), last in {top['n_last']}/{top['n_instances']}, "
+        f"{100 * _num(top['cost_share']):.1f}% of all ranks' time"
     )
 
 
