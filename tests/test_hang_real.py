@@ -51,6 +51,7 @@ def test_the_named_cause_is_the_injected_one(con, name):
     assert (c["culprit_ranks"], c["other_ranks"]) == ([t["culprit_rank"]], others)
     assert c["op_name"] == t["expected_op"] and not c["ambiguous"]
     assert g["last_common_seq"] == t["hang_seq"] - (t["fault"] == "skip")
+    assert g["first_unentered_seq"] == (t["hang_seq"] if t["fault"] == "skip" else None)
     n, m = t["culprit_numel"], t["expected_numel"]
     w = t["world_size"]
     expected_value = {

@@ -77,7 +77,7 @@ def test_two_ranks_missing_and_one_dump_missing(con):
     calls = {0: [entry(0, 1), entry(0, 2)], 1: [entry(1, 1)], 2: [entry(2, 1)]}
     job(con, calls)
     assert q(con, FIND) == [(2, "missing", "all_reduce", [1, 2], [0])]
-    assert q(con, "SELECT missing_dumps FROM hang_groups(1)") == [([3],)]
+    assert q(con, "SELECT missing_dumps, first_unentered_seq FROM hang_groups(1)") == [([3], 2)]
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,8 @@ def test_every_rank_inside_one_collective(con):
 def test_nothing_wrong(con):
     job(con, {r: [entry(r, s) for s in (1, 2, 3)] for r in range(4)})
     assert q(con, FIND) == []
-    assert q(con, "SELECT last_common_seq, max_seq FROM hang_groups(1)") == [(3, 3)]
+    got = q(con, "SELECT last_common_seq, max_seq, first_unentered_seq FROM hang_groups(1)")
+    assert got == [(3, 3, None)]
 
 
 def test_unnamed_group_config_as_gloo_writes_it(con):

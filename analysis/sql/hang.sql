@@ -36,6 +36,8 @@ QUALIFY row_number() OVER (PARTITION BY e.rank, e.pg_name, e.collective_seq_id
 --             last_common_seq  the last seq every dumped member entered (min over them of
 --                            their highest seq; 0 when one entered none),
 --             max_seq        the highest seq any member entered,
+--             first_unentered_seq  the first seq some dumped member never entered while
+--                            another did (last_common_seq + 1), NULL when none,
 --             state_tracked  true when some entry of the group is 'started' or 'completed'
 --                            (gloo leaves all 'scheduled'),
 --             last_completed_seq  with state_tracked, the last seq every dumped member
@@ -86,6 +88,9 @@ SELECT g.pg_name, g.pg_desc, g.members,
     coalesce(list_sort(list(p.rank) FILTER (WHERE NOT p.has_dump)), []) AS missing_dumps,
     coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0) AS last_common_seq,
     max(p.last_seq) AS max_seq,
+    CASE WHEN max(p.last_seq) > coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0)
+        THEN coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0) + 1
+    END AS first_unentered_seq,
     coalesce(bool_or(p.tracked), false) AS state_tracked,
     CASE WHEN bool_or(p.tracked)
         THEN min(coalesce(p.last_done, 0)) FILTER (WHERE p.has_dump) END AS last_completed_seq
