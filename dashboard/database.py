@@ -110,8 +110,8 @@ class StoreFile:
             try:
                 con = store.connect(self.path)
             except store.StoreError as e:
-                if _is_lock_conflict(e.__cause__):
-                    raise _busy(self.path, e.__cause__) from e
+                if (cause := e.__cause__) is not None and _is_lock_conflict(cause):
+                    raise _busy(self.path, cause) from e
                 raise
             try:
                 yield con

@@ -53,7 +53,8 @@ def _stragglers(s: dict, table: Table) -> str:
 
 
 def _collectives(c: dict, table: Table) -> str:
-    cols = ("op", "count", "bytes_median", "transfer_ms_median", "algbw_GBps_median")
+    cols: tuple[str, ...] = ("op", "count", "bytes_median", "transfer_ms_median")
+    cols += ("algbw_GBps_median",)
     cols += ("busbw_GBps_median", "skew_start_ms_median", "skew_end_ms_median", "wait_ms_total")
     m, k = c["matching"], c["clock"]
     return "\n".join(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -51,7 +52,7 @@ def plot(
     build: Callable[[pd.DataFrame], alt.TopLevelMixin],
     empty: str,
     key: str | None = None,
-    where: object = st,
+    where: Any = st,
 ) -> None:
     """`build(df)` drawn across its column in `where` (st, a column, a container), or the
     sentence `empty` instead of a chart with nothing in it."""
@@ -61,7 +62,7 @@ def plot(
         where.altair_chart(build(df), key=key, width="stretch")
 
 
-def table(df: pd.DataFrame, key: str | None = None, where: object = st) -> None:
+def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     """`df` as a table without the columns that hold nothing, and with "—" where a value is
     missing (not "None")."""
     df = df.dropna(axis=1, how="all")
