@@ -106,7 +106,11 @@ def step_time(runs: Sequence[RunFacts]) -> pd.DataFrame:
                 "test": j["test"],
             }
         rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    for c in ("median_ms", "p10_ms", "p90_ms", "cv", "change_pct", "ci_low_pct", "ci_high_pct",
+              "p_value"):  # fmt: skip
+        df[c] = pd.to_numeric(df[c])
+    return df
 
 
 def step_samples(runs: Sequence[RunFacts]) -> pd.DataFrame:
@@ -389,7 +393,8 @@ def regressions(tables: dict[str, pd.DataFrame], pct: float) -> list[str]:
     """The later runs whose step time regressed by more than `pct` percent beyond noise
     (analysis/noise.py `regressed`), each with the figures in words."""
     out = []
-    for row in tables["step_time"].to_dict("records")[1:]:
+    for rec in tables["step_time"].to_dict("records")[1:]:
+        row = {k: None if isinstance(v, float) and pd.isna(v) else v for k, v in rec.items()}
         j = {
             "judgement": row["judgement"],
             "change": None if row["change_pct"] is None else row["change_pct"] / 100,

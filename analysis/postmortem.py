@@ -30,6 +30,8 @@ WHATIFS: dict[str, tuple[str, str, float]] = {
 def _guard(build: Callable[[], Any]) -> Any:
     try:
         return build()
+    except ValueError as e:  # a figure this run cannot have, in words
+        return f"not available: {e}"
     except Exception as e:  # one figure failing must not cost the document
         return f"not available: {type(e).__name__}: {e}"
 
