@@ -98,8 +98,11 @@ TIMEOUT = (
         # wrapped at a space by a web page
         [f"[rank3]:[E1104 10:15:42.1 ProcessGroupNCCL.cpp:616] [Rank 3] {TIMEOUT[:78].rstrip()}",
          TIMEOUT[78:]],
+        # wrapped inside the word Watchdog: the first half is a c10d line of no known kind
+        [f"[rank3]:[E1104 10:15:42.1 ProcessGroupNCCL.cpp:616] [Rank 3] {TIMEOUT[:5]}",
+         TIMEOUT[5:]],
     ],
-    ids=["what", "glued", "wrapped_mid_word", "wrapped_at_space"],
+    ids=["what", "glued", "wrapped_mid_word", "wrapped_at_space", "wrapped_in_watchdog"],
 )  # fmt: skip
 def test_watchdog_timeout_wherever_it_is_printed(lines):
     out = run(*lines)
@@ -119,6 +122,13 @@ def test_timeout_quoted_only_by_a_crash_is_reported(section):
     assert [(c["seq"], c["op_type"], c["waiting"]) for c in s["timeouts"]["collectives"]] == [
         (7, "ALLREDUCE", [3])
     ]
+
+
+def test_wrapped_timeout_counts_both_lines():
+    out = run(f"[rank3]:[E1104 10:15:42.1 ProcessGroupNCCL.cpp:616] [Rank 3] {TIMEOUT[:40]}",
+              TIMEOUT[40:], "epoch 4")  # fmt: skip
+    c = out["_count"][0]
+    assert (c["nccl"], c["torch"], c["recognised"], c["unknown"]) == (2, 2, 2, 0)
 
 
 def test_old_warning_without_the_word_nccl():

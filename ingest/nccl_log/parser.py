@@ -32,7 +32,7 @@ from ingest.nccl_log.chunk import classify_lines, line_array, split_colls
 from ingest.nccl_log.coll_batch import parse_tails
 from ingest.nccl_log.prefix import LEVEL_TOKEN, NO_OUTER, STRIPPED, Outer, clean, core, outer
 from ingest.nccl_log.tables import SCHEMAS, Spool, column, rows_table
-from ingest.nccl_log.torch_lines import TorchLine, classify
+from ingest.nccl_log.torch_lines import TIMEOUT, TorchLine, classify
 
 #: Distinct line heads remembered by the COLL fast path before the cache is reset.
 HEAD_CACHE = 4096
@@ -251,22 +251,26 @@ class LogParser:
             self.count["nccl"] += 1
             self.count["recognised"] += 1
             return False
-        joined = _unwrapped(line, after) if t is None or t.fields.get("seq") is None else None
-        if joined is not None:
-            t = joined
+        joined = _unwrapped(line, after) if t is None or t.kind == "other" else None
+        if joined is not None:  # two physical lines, one timeout
+            self.count["nccl"] += 2
+            self.count["torch"] += 2
+            self.count["recognised"] += 2
+            self._torch(joined)
+            return True
         if t is not None:
             self.count["nccl"] += 1
             self.count["torch"] += 1
             if t.kind == "other":
                 self._unknown(None, "torch", line)
-                return
+                return False
             self._torch(t)
             self.count["recognised"] += 1
         elif LEVEL_TOKEN.search(line):
             self.count["nccl"] += 1
             self.count["damaged"] += 1
             self._unknown(None, "damaged", line)
-        return joined is not None
+        return False
 
     def _unreadable(self, kind: str, proc: int | None, line: str) -> None:
         """A line too long, or with a number out of range, counted as NCCL's when it names
@@ -725,14 +729,16 @@ class LogParser:
 
 def _unwrapped(line: str, after: bytes) -> TorchLine | None:
     """A watchdog timeout cut in two by a terminal or a web page (`... operation time` +
-    `out: WorkNCCL(SeqNum=92, ...`): the timeout read from `line` and the next line, or None."""
-    if not after or ("Watchdog" not in line and "WorkNCCL" not in line):
+    `out: WorkNCCL(SeqNum=92, ...`): the timeout read from `line` and the next line, or None.
+    Tried for lines that are no PyTorch line, or one of no known kind (`[Rank 3] Watch`)."""
+    if not after:
         return None
     rest = clean(after)
     for glue in ("", " "):
-        t = classify(line + glue + rest)
-        if t is not None and t.fields.get("op_type"):
-            return t
+        joined = line + glue + rest
+        m = TIMEOUT.search(joined)
+        if m and m.start() < len(line) < m.end():  # the timeout spans the two lines
+            return classify(joined)
     return None
 
 
