@@ -45,7 +45,8 @@ def _last_of(progress: list[dict], pg: str, ranks: list[int]) -> str:
     parts = []
     for p in progress:
         if p["pg_name"] == pg and p["rank"] in ranks:
-            last = "none" if p["last_seq"] is None else f"{p['last_op']} seq {p['last_seq']}"
+            op = f"{p['last_op']} " if p["last_op"] else ""
+            last = "none" if p["last_seq"] is None else f"{op}seq {p['last_seq']}"
             parts.append(last if len(ranks) == 1 else f"rank {p['rank']}: {last}")
     return "; ".join(parts)
 

@@ -213,3 +213,18 @@ def test_sentence_without_evidence(con):
         "collectives up to seq 3 (these dumps record no completion, as with gloo: a hang inside "
         "that collective cannot be told from a finished job)."
     )
+
+
+def test_pg_status_tells_how_far_a_rank_without_entries_got(con):
+    # dumps of active entries only: the ranks waiting in seq 6 hold it, rank 1 holds nothing,
+    # and its pg_status says it enqueued up to seq 5
+    calls = {r: [entry(r, 6, "all_gather", pg_id=0)] for r in (0, 2, 3)}
+    calls[1] = []
+    job(con, calls)
+    put(con, "fr_pg_status", [{"rank": r, "pg_id": "0", "last_enqueued": 6 if r != 1 else 5,
+                               "last_started": -1, "last_completed": -1} for r in range(4)])  # fmt: skip
+    assert q(con, FIND) == [(6, "missing", "all_gather", [1], [0, 2, 3])]
+    assert q(con, "SELECT last_seq, last_op FROM hang_rank_progress(1) WHERE rank = 1") == [
+        (5, None)
+    ]
+    assert "rank 1 never entered it (its last recorded collective is seq 5)" in _verdict(con)

@@ -25,32 +25,18 @@ WHERE e.run_id = rid AND NOT coalesce(e.is_p2p, false)
 QUALIFY row_number() OVER (PARTITION BY e.rank, e.pg_name, e.collective_seq_id
     ORDER BY e.record_id DESC) = 1;
 
--- hang_groups(rid): one row per process group with collective entries in run `rid`.
+-- hang_members(rid): the members of every process group with collective entries in run `rid`.
 --   rid       run_id.
 --   returns   pg_name, pg_desc,
---             members        its ranks (INTEGER[], sorted): from the pg_config entry of the
---                            same name; else, in a dump with a single pg_config entry named ''
---                            (gloo), that entry; else the ranks with entries of the group,
---             dumped         members with a dump (any dump of the run),
---             missing_dumps  members without one,
---             last_common_seq  the last seq every dumped member entered (min over them of
---                            their highest seq; 0 when one entered none),
---             max_seq        the highest seq any member entered,
---             first_unentered_seq  the first seq some dumped member never entered while
---                            another did (last_common_seq + 1), NULL when none,
---             state_tracked  true when some entry of the group is 'started' or 'completed'
---                            (gloo leaves all 'scheduled'),
---             last_completed_seq  with state_tracked, the last seq every dumped member
---                            completed (0: none); NULL without.
--- Algorithm: members resolved per (rank, group) from fr_groups and combined over ranks
--- (union); progress = max seq per (group, rank) over hang_entries.
-CREATE OR REPLACE TEMP MACRO hang_groups(rid) AS TABLE
-WITH e AS (
-    SELECT * FROM hang_entries(rid)
-),
-pg AS (
+--             members   its ranks (INTEGER[], sorted): from the pg_config entry of the same
+--                       name; else, in a dump with a single pg_config entry named '' (gloo),
+--                       that entry; else the ranks with entries of the group.
+-- Algorithm: pg_config entries of each rank's latest dump matched by name (or the lone ''
+-- entry), members combined over ranks (union).
+CREATE OR REPLACE TEMP MACRO hang_members(rid) AS TABLE
+WITH pg AS (
     SELECT pg_name, any_value(pg_desc) AS pg_desc, list(DISTINCT rank) AS seen
-    FROM e GROUP BY pg_name
+    FROM hang_entries(rid) GROUP BY pg_name
 ),
 cfg AS (
     SELECT g.rank, g.pg_name, g.ranks,
@@ -66,54 +52,98 @@ mem AS (
         OR (c.pg_name = '' AND c.n_cfg = 1
             AND NOT EXISTS (SELECT 1 FROM cfg x WHERE x.pg_name = pg.pg_name))
     GROUP BY pg.pg_name
-),
-dumps AS (
-    SELECT list(DISTINCT rank) AS ranks FROM fr_dumps WHERE run_id = rid
-),
-g AS (
-    SELECT pg.pg_name, pg.pg_desc, coalesce(mem.members, list_sort(pg.seen)) AS members
-    FROM pg LEFT JOIN mem USING (pg_name)
-),
-prog AS (
-    SELECT g.pg_name, m.rank, max(e.seq) AS last_seq,
-        max(e.seq) FILTER (WHERE e.state = 'completed') AS last_done,
-        bool_or(e.state IN ('started', 'completed')) AS tracked,
-        list_contains((SELECT ranks FROM dumps), m.rank) AS has_dump
-    FROM g, unnest(g.members) AS m(rank)
-    LEFT JOIN e ON e.pg_name = g.pg_name AND e.rank = m.rank
-    GROUP BY g.pg_name, m.rank
 )
-SELECT g.pg_name, g.pg_desc, g.members,
-    list_sort(list(p.rank) FILTER (WHERE p.has_dump)) AS dumped,
-    coalesce(list_sort(list(p.rank) FILTER (WHERE NOT p.has_dump)), []) AS missing_dumps,
-    coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0) AS last_common_seq,
-    max(p.last_seq) AS max_seq,
-    CASE WHEN max(p.last_seq) > coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0)
-        THEN coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0) + 1
-    END AS first_unentered_seq,
-    coalesce(bool_or(p.tracked), false) AS state_tracked,
-    CASE WHEN bool_or(p.tracked)
-        THEN min(coalesce(p.last_done, 0)) FILTER (WHERE p.has_dump) END AS last_completed_seq
-FROM g JOIN prog p USING (pg_name)
-GROUP BY g.pg_name, g.pg_desc, g.members
-ORDER BY g.pg_name;
+SELECT pg.pg_name, pg.pg_desc, coalesce(mem.members, list_sort(pg.seen)) AS members
+FROM pg LEFT JOIN mem USING (pg_name);
+
+-- hang_progress(rid): how far every member of every group got, one row per (group, member).
+--   rid       run_id.
+--   returns   pg_name, rank,
+--             has_dump    the run has a dump of this rank,
+--             last_seq    the highest seq it entered: of its entries, or its pg_status
+--                         last_enqueued_collective when higher (a dump of active entries
+--                         only, or a ring buffer without the group); NULL: none,
+--             last_done   its highest seq in state 'completed' (NULL: none),
+--             tracked     some of its entries are 'started' or 'completed'.
+-- Algorithm: entries per (group, rank); pg_status of the rank's latest dump joined to the group
+-- through the entries' pg_id (any rank's: uids are given in the same order on every rank).
+CREATE OR REPLACE TEMP MACRO hang_progress(rid) AS TABLE
+WITH latest AS (
+    SELECT max(file_id) AS file_id FROM fr_dumps WHERE run_id = rid GROUP BY rank
+),
+ids AS (
+    SELECT DISTINCT pg_id::VARCHAR AS pg_id, pg_name FROM fr_entries
+    WHERE run_id = rid AND pg_id IS NOT NULL
+),
+st AS (
+    SELECT s.rank, ids.pg_name, max(s.last_enqueued) AS enqueued
+    FROM fr_pg_status s JOIN ids USING (pg_id)
+    WHERE s.run_id = rid AND s.file_id IN (SELECT file_id FROM latest) AND s.last_enqueued > 0
+    GROUP BY s.rank, ids.pg_name
+),
+m AS (
+    SELECT g.pg_name, unnest(g.members) AS rank FROM hang_members(rid) g
+)
+SELECT m.pg_name, m.rank,
+    m.rank IN (SELECT rank FROM fr_dumps WHERE run_id = rid) AS has_dump,
+    greatest(max(e.seq), any_value(st.enqueued)) AS last_seq,
+    max(e.seq) FILTER (WHERE e.state = 'completed') AS last_done,
+    coalesce(bool_or(e.state IN ('started', 'completed')), false) AS tracked
+FROM m
+LEFT JOIN hang_entries(rid) e ON e.pg_name = m.pg_name AND e.rank = m.rank
+LEFT JOIN st ON st.pg_name = m.pg_name AND st.rank = m.rank
+GROUP BY m.pg_name, m.rank;
+
+-- hang_groups(rid): one row per process group with collective entries in run `rid`.
+--   rid       run_id.
+--   returns   pg_name, pg_desc, members (see hang_members),
+--             dumped         members with a dump (any dump of the run),
+--             missing_dumps  members without one,
+--             last_common_seq  the last seq every dumped member entered (min over them of
+--                            their last_seq in hang_progress; 0 when one entered none),
+--             max_seq        the highest seq any member entered,
+--             first_unentered_seq  the first seq some dumped member never entered while
+--                            another did (last_common_seq + 1), NULL when none,
+--             state_tracked  true when some entry of the group is 'started' or 'completed'
+--                            (gloo leaves all 'scheduled'),
+--             last_completed_seq  with state_tracked, the last seq every dumped member
+--                            completed (0: none); NULL without.
+-- Algorithm: aggregates of hang_progress per group.
+CREATE OR REPLACE TEMP MACRO hang_groups(rid) AS TABLE
+WITH a AS (
+    SELECT g.pg_name, g.pg_desc, g.members,
+        list_sort(list(p.rank) FILTER (WHERE p.has_dump)) AS dumped,
+        coalesce(list_sort(list(p.rank) FILTER (WHERE NOT p.has_dump)), []) AS missing_dumps,
+        coalesce(min(coalesce(p.last_seq, 0)) FILTER (WHERE p.has_dump), 0) AS last_common_seq,
+        max(p.last_seq) AS max_seq,
+        bool_or(p.tracked) AS state_tracked,
+        min(coalesce(p.last_done, 0)) FILTER (WHERE p.has_dump) AS last_done
+    FROM hang_members(rid) g JOIN hang_progress(rid) p USING (pg_name)
+    GROUP BY g.pg_name, g.pg_desc, g.members
+)
+SELECT pg_name, pg_desc, members, dumped, missing_dumps, last_common_seq, max_seq,
+    CASE WHEN max_seq > last_common_seq THEN last_common_seq + 1 END AS first_unentered_seq,
+    state_tracked,
+    CASE WHEN state_tracked THEN last_done END AS last_completed_seq
+FROM a
+ORDER BY pg_name;
 
 -- hang_rank_progress(rid): how far each dumped member of each group got.
 --   rid       run_id.
 --   returns   pg_name, rank,
---             last_seq, last_op, last_state   its highest seq (NULL: none), the op_name and
---                                              state of that entry,
+--             last_seq                         as in hang_progress,
+--             last_op, last_state              op_name and state of its entry at last_seq
+--                                              (NULL when only pg_status tells last_seq),
 --             last_completed_seq               its highest seq in state 'completed' (NULL),
 --             first_seq                        its lowest seq still in the ring buffer.
--- Algorithm: arg_max over hang_entries per (group, rank), members from hang_groups.
+-- Algorithm: hang_progress of dumped members joined to their hang_entries.
 CREATE OR REPLACE TEMP MACRO hang_rank_progress(rid) AS TABLE
-WITH m AS (
-    SELECT pg_name, unnest(dumped) AS rank FROM hang_groups(rid)
-)
-SELECT m.pg_name, m.rank, max(e.seq) AS last_seq, arg_max(e.op_name, e.seq) AS last_op,
-    arg_max(e.state, e.seq) AS last_state,
-    max(e.seq) FILTER (WHERE e.state = 'completed') AS last_completed_seq,
-    min(e.seq) AS first_seq
-FROM m LEFT JOIN hang_entries(rid) e USING (pg_name, rank)
-GROUP BY m.pg_name, m.rank
-ORDER BY m.pg_name, m.rank;
+SELECT p.pg_name, p.rank, any_value(p.last_seq) AS last_seq,
+    any_value(e.op_name) FILTER (WHERE e.seq = p.last_seq) AS last_op,
+    any_value(e.state) FILTER (WHERE e.seq = p.last_seq) AS last_state,
+    any_value(p.last_done) AS last_completed_seq, min(e.seq) AS first_seq
+FROM hang_progress(rid) p
+LEFT JOIN hang_entries(rid) e USING (pg_name, rank)
+WHERE p.has_dump
+GROUP BY p.pg_name, p.rank
+ORDER BY p.pg_name, p.rank;
