@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -56,7 +56,7 @@ def workers_for(paths: list[Path], jobs: int, cores: int) -> int:
 
 def outcomes(
     paths: list[Path], opts: ParseOptions, workers: int
-) -> Iterator[tuple[Path, Future[Outcome]]]:
+) -> Generator[tuple[Path, Future[Outcome]], None, None]:
     """(path, future outcome) for every path, in order, parsed by `workers` processes (each
     decoding its file alone: the workers already use the cores)."""
     forkserver = "forkserver" in multiprocessing.get_all_start_methods()

@@ -10,12 +10,13 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -137,7 +138,7 @@ def ensure_run(
         return row[0]
     rid = new_id
     if rid is None:
-        rid = con.execute("SELECT nextval('run_id_seq')").fetchone()[0]
+        rid = _scalar(con, "SELECT nextval('run_id_seq')")
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     con.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", [rid, run, notes, now])
     return rid
@@ -209,7 +210,7 @@ def ingest(
                     result.status = "skipped"
                 else:
                     _check_ranks(con, rid, path, parsed)
-                    fid = con.execute("SELECT nextval('file_id_seq')").fetchone()[0]
+                    fid = _scalar(con, "SELECT nextval('file_id_seq')")
                     con.execute(
                         "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [
@@ -280,7 +281,7 @@ def _outcomes(
     opts: ParseOptions,
     parse: Callable[[Path, ParseOptions], Parsed] | None,
     hasher: ThreadPoolExecutor,
-) -> Iterator[tuple[Path, _Pending]]:
+) -> Generator[tuple[Path, _Pending], None, None]:
     """Each path, in order, with a call giving (sha256, parsed file or None when run `rid`
     already has the content). Several files with enough data between them (ParseOptions.jobs)
     are parsed by worker processes ahead of the caller; the rest here, one at a time."""
@@ -367,7 +368,15 @@ def _has_digest(con: duckdb.DuckDBPyConnection, rid: int, digest: str) -> bool:
 
 
 def _run_has_files(con: duckdb.DuckDBPyConnection, rid: int) -> bool:
-    return con.execute("SELECT count(*) FROM files WHERE run_id = ?", [rid]).fetchone()[0] > 0
+    return _scalar(con, "SELECT count(*) FROM files WHERE run_id = ?", [rid]) > 0
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Any:
+    """The value of a query that always returns one row (a count, a sequence's next value)."""
+    row = con.execute(sql, params or []).fetchone()
+    if row is None:  # pragma: no cover - SQL that always returns one row
+        raise RuntimeError(f"no row from {sql}")
+    return row[0]
 
 
 def data_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
