@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -145,6 +146,9 @@ def main() -> None:
     for kind in ("first_visit_s", "page_switch_s", "slider_response_s"):
         print(f"{kind:<18} {json.dumps(result[kind])}")
     print(f"requests to other hosts: {len(result['foreign_requests'])}")
+    # the figures are wall times of a browser and a server sharing this machine's cores
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the end")
     for u in result["foreign_requests"]:
         print(f"  {u}")
     if args.json:

@@ -192,6 +192,22 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     assert "predicts no wall" in why
 
 
+def test_overview_splits_every_rank_and_step(store, reports, tmp_path, monkeypatch):
+    """The stacked bars carry the decomposition: per rank and per step, the parts shown add up to
+    the step window of the report (gloo: 4 ranks, 6 steps)."""
+    at = app(store, monkeypatch, tmp_path, run="gloo", page="overview")
+    dec = reports["gloo"]["decomposition"]
+    spec, data = chart_data(at, 0)
+    assert spec["title"]["text"].startswith("Mean step per rank")
+    per_rank = data.groupby("rank")["ms"].sum()
+    want = {str(r["rank"]): r["step_ms"] for r in dec["ranks"]}
+    assert per_rank.to_dict() == pytest.approx(want)
+    _, data = chart_data(at, 1)
+    assert sorted(data["step"].unique()) == sorted({str(r["step"]) for r in dec["steps"]})
+    whatifs = table(at, "label", "step (ms)", "saving (ms)", "saving")
+    assert list(whatifs["label"]) == [w["label"] for w in reports["gloo"]["replay"]["whatifs"]]
+
+
 def charts(at):
     return at.get("vega_lite_chart")
 
@@ -384,3 +400,19 @@ def test_export_page_offers_the_document_and_the_timeline(store, tmp_path, monke
     at.selectbox(key="export_baseline").select("gloo").run()
     assert not at.exception, at.exception
     assert "--diff gloo" in at.code[0].value
+
+
+@pytest.mark.parametrize("run", ["dlrm", "gloo", "dlrm_nccl"])
+@pytest.mark.parametrize(
+    "page", ["ranks", "timeline", "collectives", "stragglers", "model", "nccl"]
+)
+def test_every_chart_has_a_title_with_its_unit_and_something_to_draw(
+    store, tmp_path, monkeypatch, run, page
+):
+    at = app(store, monkeypatch, tmp_path, run=run, page=page)
+    for i in range(len(charts(at))):
+        title = chart_title(at, i)
+        # drawings of rank orders (rings, trees) have no unit; every plotted quantity has one
+        assert title and ("(" in title or title.startswith(("Ring", "Tree"))), title
+        _, rows = chart_data(at, i)
+        assert len(rows) > 0, title
