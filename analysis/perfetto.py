@@ -85,11 +85,26 @@ def _track_names(acts: pd.DataFrame) -> list[dict]:
     return out
 
 
+def _lanes(waits: pd.DataFrame) -> list[int]:
+    """A lane per row so that no two calls of one rank overlap on a lane (trace viewers need
+    the slices of a track nested): each call takes the first lane free at its arrival."""
+    lane = [0] * len(waits)
+    ends: dict[int, list[int]] = {}
+    order = waits.assign(i=range(len(waits))).sort_values(["rank", "ts", "i"])
+    for r in order.itertuples(index=False):
+        free = ends.setdefault(int(r.rank), [])
+        end = max(int(r.te), int(r.last_ts))
+        k = next((k for k, e in enumerate(free) if e <= int(r.ts)), len(free))
+        free[k : k + 1] = [end]
+        lane[r.i] = k
+    return lane
+
+
 def _collective_events(waits: pd.DataFrame, t0: int) -> list[dict]:
     out = []
     for r in waits.itertuples(index=False):
         label = f"{r.op} #{int(r.instance)}" + (f" (pg {r.pg_name})" if _present(r.pg_name) else "")
-        base = {"pid": int(r.rank), "tid": COLLECTIVES_TID}
+        base = {"pid": int(r.rank), "tid": COLLECTIVES_TID + int(r.lane)}
         common = {"instance": int(r.instance), "op": r.op, "pg": r.pg_name}
         if _present(r.last_rank):
             common["last_rank"] = int(r.last_rank)
@@ -133,9 +148,11 @@ def _flow_events(waits: pd.DataFrame, t0: int) -> list[dict]:
         name = f"{src['op']} #{int(src['instance'])}"
         for r in g[~g["is_last"]].itertuples(index=False):
             fid += 1
-            common = {"cat": CAT_FLOW, "name": name, "id": fid, "tid": COLLECTIVES_TID}
-            out.append(common | {"ph": "s", "pid": int(src["rank"]), "ts": ts})
-            out.append(common | {"ph": "f", "bp": "e", "pid": int(r.rank), "ts": ts})
+            common = {"cat": CAT_FLOW, "name": name, "id": fid, "ts": ts}
+            src_track = {"pid": int(src["rank"]), "tid": COLLECTIVES_TID + int(src["lane"])}
+            out.append(common | src_track | {"ph": "s"})
+            out.append(common | {"ph": "f", "bp": "e", "pid": int(r.rank)}
+                       | {"tid": COLLECTIVES_TID + int(r.lane)})  # fmt: skip
     return out
 
 
@@ -186,7 +203,14 @@ def merged_trace(con: duckdb.DuckDBPyConnection, run: str) -> dict:
         flagged = {int(r.rank): r.kind for r in s[s["flagged"].fillna(False)].itertuples()}
     except (duckdb.Error, KeyError):
         flagged = {}
+    waits["lane"] = _lanes(waits)
     events = _processes(clock, flagged, 0.0) + _track_names(acts)
+    for rank, lane in waits[waits["lane"] > 0][["rank", "lane"]].drop_duplicates().values:
+        name = {"name": f"collectives (aligned) {int(lane) + 1}"}
+        events.append(_meta(int(rank), "thread_name", name, COLLECTIVES_TID + int(lane)))
+        events.append(
+            _meta(int(rank), "thread_sort_index", {"sort_index": 0}, COLLECTIVES_TID + int(lane))
+        )
     events += _activity_events(acts, t0)
     events += _collective_events(waits, t0) + _flow_events(waits, t0)
     return {

@@ -48,6 +48,20 @@ def split(trace: dict, out) -> None:
         (out / f"rank{r}.json").write_text(json.dumps(doc))
 
 
+def assert_nested(slices):
+    """Trace viewers need the slices of one track (pid, tid) nested or disjoint."""
+    tracks = {}
+    for e in slices:
+        tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for key, spans in tracks.items():
+        stack = []
+        for a, b in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while stack and stack[-1] <= a + 1e-6:  # µs floats of whole ns
+                stack.pop()
+            assert not stack or b <= stack[-1] + 1e-6, f"overlapping slices on {key} at {a}"
+            stack.append(b)
+
+
 def test_gloo_structure(con):
     truth = json.loads((GLOO / "ground_truth.json").read_text())
     n_ranks, straggler = truth["world_size"], truth["straggler_rank"]
@@ -65,7 +79,8 @@ def test_gloo_structure(con):
     # Every instance: one transfer slice per rank; a wait slice on every rank that waited.
     transfers = [e for e in x if e["cat"] == CAT_TRANSFER]
     assert len(transfers) == n_inst * n_ranks
-    assert all(e["tid"] == COLLECTIVES_TID for e in transfers)
+    assert all(e["tid"] >= COLLECTIVES_TID for e in transfers)
+    assert_nested(x)
     waits = [e for e in x if e["cat"] == CAT_WAIT]
     for w in waits:  # a wait ends where the instance's transfer starts on the same rank
         t = next(t for t in transfers if t["pid"] == w["pid"]
