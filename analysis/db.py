@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -69,6 +70,12 @@ def open_db(db: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection
     if read_only and not Path(db).exists():
         raise FileNotFoundError(f"{db}: no such database (ingest something first)")
     return load_modules(duckdb.connect(str(db), read_only=read_only))
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Any:
+    """The value of an aggregate query (one row, one column): a count, a min, a world size."""
+    row = con.execute(sql, params or []).fetchone()
+    return None if row is None else row[0]
 
 
 def run_id(con: duckdb.DuckDBPyConnection, run: str) -> int:

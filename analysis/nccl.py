@@ -7,6 +7,8 @@ from typing import Any
 
 import duckdb
 
+from analysis.db import scalar
+
 UPLOAD_HINT = (
     "no NCCL log in this run: ingest the job's stdout/stderr (one file per process, or all "
     "interleaved) from a run with NCCL_DEBUG=INFO; NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH,ENV,COLL "
@@ -39,11 +41,7 @@ def _where(con: duckdb.DuckDBPyConnection, file_id: int | None, line: int | None
 
 def has_nccl_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """True when the store has the nccl_* tables (stores made before they existed do not)."""
-    return bool(
-        con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'nccl_files'"
-        ).fetchone()[0]
-    )
+    return bool(scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'nccl_files'"))
 
 
 def _versions(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
@@ -53,9 +51,7 @@ def _versions(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         for r in _rows(con, "nccl_proc_ranks", rid)
         if r["rank"] is not None
     ]
-    shape = con.execute(
-        "SELECT min(shape_version) FROM nccl_files WHERE run_id = ?", [rid]
-    ).fetchone()[0]
+    shape = scalar(con, "SELECT min(shape_version) FROM nccl_files WHERE run_id = ?", [rid])
     return {
         "versions": [d["version"] for d in detail],
         "version_mismatch": len(detail) > 1,
@@ -72,7 +68,7 @@ def _ranks(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     for p in procs:
         if p["rank_source"]:
             sources[p["rank_source"]] = sources.get(p["rank_source"], 0) + 1
-    world = con.execute("SELECT world_size FROM nccl_world(?)", [rid]).fetchone()[0]
+    world = scalar(con, "SELECT world_size FROM nccl_world(?)", [rid])
     return {
         "world_size": world,
         "with_log": [c["rank"] for c in cover if c["has_log"]],
