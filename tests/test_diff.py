@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import DLRM, SAMPLES
+from nccl_log_gen import Job, make_log
 
 from analysis import noise
 from analysis.api import Store
@@ -157,8 +158,33 @@ def db_path(tmp_path_factory):
         ("dlrm_again", DLRM),
     ]:
         store.ingest(w, name, discover.expand([str(d)]))
+    for name, job in NCCL_JOBS.items():  # DLRM's traces with a generated NCCL log beside
+        log = make_log(job).write(path.parent / f"{name}.log")
+        store.ingest(w, name, discover.expand([str(DLRM), str(log)]))
     w.close()
     return path
+
+
+#: Two NCCL logs whose differences are chosen here (tests/nccl_log_gen.py writes them).
+NCCL_JOBS = {
+    "nccl_ib": Job(version="2.18.3", nodes=2, gpus=4, network="ib", gdr=True),
+    "nccl_tcp": Job(version="2.24.3", nodes=2, gpus=4, network="socket", gdr=False),
+}
+
+
+def test_nccl_changes_between_two_logs(db_path):
+    t = Store(db_path).diff("nccl_ib", "nccl_tcp")
+    nccl = t["nccl"].set_index("fact")
+    assert nccl.loc["versions", "nccl_ib"] == "2.18.3"
+    assert nccl.loc["versions", "nccl_tcp"] == "2.24.3"
+    assert nccl.loc["GPU Direct RDMA", "nccl_ib"] == "yes"
+    assert nccl.loc["GPU Direct RDMA", "nccl_tcp"] == "no"
+    assert nccl.loc["TCP fallback", "nccl_tcp"] == "yes"
+    assert nccl.loc["TCP fallback", "nccl_ib"] == "no"
+    for fact in ("versions", "GPU Direct RDMA", "TCP fallback"):
+        assert nccl.loc[fact, "changed"], fact
+    # The traces are the same: the step time did not change.
+    assert t["step_time"].iloc[1]["change_pct"] == 0
 
 
 def test_gloo_compute_vs_sleep_is_a_straggler_difference(db_path):
