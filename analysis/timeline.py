@@ -10,13 +10,13 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from analysis.db import scalar
 from analysis.units import NS_PER_MS
 
 
 def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:
     """The earliest aligned window start (ns) of step `step`; None if no rank has it."""
-    row = con.execute("SELECT origin_ns FROM step_origin(?, ?)", [rid, step]).fetchone()
-    return None if row is None else row[0]
+    return scalar(con, "SELECT origin_ns FROM step_origin(?, ?)", [rid, step])
 
 
 def _relative(df: pd.DataFrame, origin: int) -> pd.DataFrame:
@@ -47,3 +47,26 @@ def collectives(
         [rid, step, ranks],
     ).df()
     return _relative(df, step_origin(con, rid, step) or 0)
+
+
+def windows(con: duckdb.DuckDBPyConnection, rid: int, n: int) -> list[tuple[int, int]]:
+    """The run's timeline span (run_span) cut into `n` equal windows [t0, t1) of the aligned
+    clock (ns), the last ending at the span's end; [] when the run has no timeline activity."""
+    start, end = con.execute("SELECT start_ns, end_ns FROM run_span(?)", [rid]).fetchone()
+    if start is None or end <= start:
+        return []
+    cuts = [start + (end - start) * i // n for i in range(n)] + [end]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def window_tracks(
+    con: duckdb.DuckDBPyConnection, rid: int, t0: int, t1: int, ranks: list[int]
+) -> pd.DataFrame:
+    """Busy intervals per (rank, kind) in the window [t0, t1) of the aligned clock (ns):
+    rank, kind, start_ms, end_ms relative to t0."""
+    df = con.execute(
+        "SELECT rank, kind, ts, dur FROM window_tracks(?, ?, ?) "
+        "WHERE list_contains(?, rank) ORDER BY rank, kind, ts",
+        [rid, t0, t1, ranks],
+    ).df()
+    return _relative(df, t0)
