@@ -198,7 +198,8 @@ def test_overview_splits_every_rank_and_step(store, reports, tmp_path, monkeypat
     at = app(store, monkeypatch, tmp_path, run="gloo", page="overview")
     dec = reports["gloo"]["decomposition"]
     spec, data = chart_data(at, 0)
-    assert spec["title"]["text"].startswith("Mean step per rank")
+    title = spec["title"] if isinstance(spec["title"], str) else spec["title"]["text"]
+    assert title.startswith("Mean step per rank")
     per_rank = data.groupby("rank")["ms"].sum()
     want = {str(r["rank"]): r["step_ms"] for r in dec["ranks"]}
     assert per_rank.to_dict() == pytest.approx(want)

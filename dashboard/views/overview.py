@@ -56,6 +56,18 @@ if dec.get("ranks"):
         "No step windows to split.",
         key="decomposition_ranks",
     )
+    steps = pd.DataFrame(dec.get("steps") or [])
+    if not steps.empty and steps["step"].nunique() > 1:
+        per_step = steps.groupby("step", as_index=False)[list(parts)].mean()
+        per_step["step"] = per_step["step"].astype(str)
+        plot(
+            per_step,
+            lambda x: charts.stacked_parts(
+                x, "step", parts, "Each step, mean over ranks, split into its parts (ms)"
+            ),
+            "No steps to split.",
+            key="decomposition_steps",
+        )
     st.caption(
         "The six parts add up to the step window. Exposed wait = in a collective before the "
         "last rank arrived, with no compute running; exposed transfer = after it."
