@@ -103,6 +103,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="backward: delay split evenly over the backward pass (one chunk per hidden "
         "activation, like a uniformly slow device); front: one block before the forward pass",
     )
+    p.add_argument(
+        "--pair",
+        action="store_true",
+        help="make a counterfactual pair: the run with --straggler into OUT/straggler, then the "
+        "same job without a straggler into OUT/baseline, back to back",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for weights and data")
     p.add_argument("--model-size", type=int, default=128, help="hidden width H of the MLP")
     p.add_argument("--layers", type=int, default=26, help="number of hidden HxH layers")
@@ -285,8 +291,23 @@ def worker(rank: int, args: argparse.Namespace, port: int, result_dir: str) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Spawn the ranks, then write ``ground_truth.json``."""
+    """Spawn the ranks, then write ``ground_truth.json`` (with ``--pair``: the run with its
+    straggler into ``OUT/straggler``, then at once the same job without one into
+    ``OUT/baseline``)."""
     args = parse_args(argv)
+    if args.pair:
+        if args.straggler < 0:
+            raise SystemExit("--pair needs a straggler rank")
+        out = args.out
+        for sub, straggler in (("straggler", args.straggler), ("baseline", -1)):
+            args.out, args.straggler, args.pair = out / sub, straggler, False
+            run_once(args)
+        return 0
+    return run_once(args)
+
+
+def run_once(args: argparse.Namespace) -> int:
+    """One run of the job described by ``args``."""
     import tempfile
 
     import torch
@@ -307,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bucket_bytes = infos[0].get("bucket_bytes", [])
     first = WAIT_STEPS + WARMUP_STEPS
-    gen_args = {k: v for k, v in vars(args).items() if k not in ("out", "port")}
+    gen_args = {k: v for k, v in vars(args).items() if k not in ("out", "port", "pair")}
     truth = {
         "world_size": args.ranks,
         "straggler_rank": args.straggler,
