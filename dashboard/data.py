@@ -17,6 +17,7 @@ from analysis.api import runs_table
 from analysis.model.scenario import Scenario
 from analysis.model.section import run_scenario
 from analysis.report import build_report
+from analysis.units import NS_PER_MS
 from dashboard.database import StoreFile, db_path
 
 
@@ -75,6 +76,23 @@ def step_timeline(
             timeline.tracks(con, rid, step, list(ranks)),
             timeline.collectives(con, rid, step, list(ranks)),
         )
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def window_timeline(
+    path: str, run: str, fp: tuple, window: int, n: int, ranks: tuple[int, ...]
+) -> tuple[pd.DataFrame, float, float] | None:
+    """Busy tracks of `ranks` in window `window` of the run's span cut in `n`
+    (analysis.timeline.windows), with the window's start (ms after the span's start) and
+    length (ms); None when the run has no timeline activity."""
+    with store(path).reading() as con:
+        rid = db.run_id(con, run)
+        cuts = timeline.windows(con, rid, n)
+        if not cuts:
+            return None
+        t0, t1 = cuts[window]
+        tracks = timeline.window_tracks(con, rid, t0, t1, list(ranks))
+        return tracks, (t0 - cuts[0][0]) / NS_PER_MS, (t1 - t0) / NS_PER_MS
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

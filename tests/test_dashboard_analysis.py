@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from conftest import DLRM, SAMPLES
+from conftest import DLRM, SAMPLES, memory_store
 from dashboard_support import ingest_dir, report_of
 from nccl_log_gen import Job, make_log
 
@@ -257,3 +257,37 @@ def test_nccl_algorithm_choices_from_tuning_lines(tmp_path):
         c.close()
     want = [t for t in log.truth.tuning if t["kind"] == "choice"]
     assert got == [(t["func"], t["algo"], t["proto"], 1, t["bytes"]) for t in want]
+
+
+# A run without step annotations: two ranks' activities (rank, ts, dur, kind) in ns. Rank 0:
+# compute [0, 100) and [50, 150) (overlapping: one busy interval [0, 150)), comm [300, 350);
+# rank 1: memory [20, 50), compute [380, 420). Span [0, 420), four windows of 105 ns.
+UNSTEPPED = [(0, 0, 100, "compute"), (0, 50, 100, "compute"), (0, 300, 50, "comm"),
+             (1, 20, 30, "memory"), (1, 380, 40, "compute")]  # fmt: skip
+WINDOW_TRACKS = [  # window → (rank, kind, start, end) in ns, clipped to the window
+    ((0, 105), [(0, "compute", 0, 105), (1, "memory", 20, 50)]),
+    ((105, 210), [(0, "compute", 105, 150)]),
+    ((210, 315), [(0, "comm", 300, 315)]),
+    ((315, 420), [(0, "comm", 315, 350), (1, "compute", 380, 420)]),
+]
+
+
+@pytest.fixture
+def unstepped():
+    con = memory_store()
+    con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'no steps')")
+    con.executemany(
+        "INSERT INTO activities (run_id, rank, file_id, ts, dur, kind) VALUES (1, ?, 0, ?, ?, ?)",
+        [list(r) for r in UNSTEPPED],
+    )
+    return con
+
+
+def test_a_run_without_steps_is_drawn_in_windows_of_its_span(unstepped):
+    assert timeline.windows(unstepped, 1, 4) == [w for w, _ in WINDOW_TRACKS]
+    for (t0, t1), want in WINDOW_TRACKS:
+        got = timeline.window_tracks(unstepped, 1, t0, t1, [0, 1])
+        rows = zip(got["rank"], got["kind"], got["start_ms"], got["end_ms"], strict=True)
+        assert [(r, k, round(s * 1e6) + t0, round(e * 1e6) + t0) for r, k, s, e in rows] == want
+    assert timeline.window_tracks(unstepped, 1, 0, 105, [1])["rank"].tolist() == [1]
+    assert timeline.windows(memory_store(), 1, 4) == []  # no activity: nothing to draw

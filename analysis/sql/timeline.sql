@@ -45,3 +45,36 @@ SELECT rank, step, sum(wait_ns) / 1e6 AS wait_ms, count(*) AS n_calls
 FROM collective_ranks(rid)
 WHERE end_sync AND step IS NOT NULL
 GROUP BY rank, step;
+
+-- run_span(rid): where the timeline of run `rid` begins and ends on the aligned clock (for
+-- runs without step annotations, drawn in windows of this span).
+--   returns   one row: start_ns, end_ns (both NULL when the run has no timeline activity).
+-- Algorithm: min of ts and max of ts + dur over compute/comm/memory activities, each shifted
+-- by its rank's clock offset (0 when unknown).
+CREATE OR REPLACE TEMP MACRO run_span(rid) AS TABLE
+SELECT min(a.ts - coalesce(o.offset_ns, 0)) AS start_ns,
+    max(a.ts + a.dur - coalesce(o.offset_ns, 0)) AS end_ns
+FROM activities a
+LEFT JOIN rank_clock(rid) o ON o.rank = a.rank
+WHERE a.run_id = rid AND a.kind IN ('compute', 'comm', 'memory');
+
+-- window_tracks(rid, t0, t1): the busy intervals of every rank of run `rid` in the window
+-- [t0, t1) of the aligned clock, per kind (step_tracks for a window instead of a step).
+--   returns   rank, kind, ts, dur: maximal disjoint intervals (ns) covered by that kind's
+--             activities, clipped to the window; ts on the aligned clock.
+-- Algorithm: activities shifted by their rank's clock offset, those overlapping the window
+-- clipped to it, grouped by (rank, kind) and merged with interval_merge.
+CREATE OR REPLACE TEMP MACRO window_tracks(rid, t0, t1) AS TABLE
+WITH s AS (
+    SELECT a.rank, a.kind, a.ts - coalesce(o.offset_ns, 0) AS ts, a.dur
+    FROM activities a
+    LEFT JOIN rank_clock(rid) o ON o.rank = a.rank
+    WHERE a.run_id = rid AND a.kind IN ('compute', 'comm', 'memory')
+),
+a AS (
+    SELECT {'rank': rank, 'kind': kind} AS grp,
+        greatest(ts, t0) AS ts,
+        least(ts + dur, t1) - greatest(ts, t0) AS dur
+    FROM s WHERE ts < t1 AND ts + dur > t0
+)
+SELECT grp.rank AS rank, grp.kind AS kind, ts, dur FROM interval_merge(a);

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, session
-from dashboard.ui import md, missing, steps_hint, table
+from dashboard.ui import md, steps_hint, table
 
 MAX_DEFAULT_RANKS = 8
 
@@ -13,15 +14,64 @@ MAX_DEFAULT_RANKS = 8
 #: below, its bars would be invisible slivers (the caption says what was left out).
 MIN_LANE_SHARE = 0.005
 
+#: A run without steps is drawn in this many windows of its span.
+WINDOWS = 20
+
+
+def span_view() -> None:
+    """A run without step annotations: its span in WINDOWS windows, one drawn at a time."""
+    st.caption(f"No step annotations in these traces. {md(steps_hint(v.report))}")
+    left, right = st.columns([1, 3])
+    window = left.select_slider(
+        "Window of the trace", list(range(1, WINDOWS + 1)), 1, key="timeline_window"
+    )
+    chosen = right.multiselect("Ranks", ranks, default=ranks[:MAX_DEFAULT_RANKS], key="span_ranks")
+    got = data.window_timeline(v.path, v.run, v.fp, window - 1, WINDOWS, tuple(sorted(chosen)))
+    if got is None or got[0].empty:
+        st.caption("No activity of the chosen ranks in this window.")
+        return
+    tracks, start_ms, length_ms = got
+    tracks = tracks.assign(
+        lane=[lane(r, k) for r, k in zip(tracks["rank"], tracks["kind"], strict=True)]
+    )
+    order = [lane(r, k) for r in sorted(chosen) for k in ("compute", "comm", "memory")]
+    st.altair_chart(
+        charts.timeline(
+            tracks,
+            NO_CALLS,
+            [x for x in order if x in set(tracks["lane"])],
+            f"Window {window} of {WINDOWS}: what each rank was busy with (ms)",
+            f"ms since the window began ({start_ms:.3f} ms into the trace; "
+            f"{length_ms:.3f} ms long)",
+        ),
+        width="stretch",
+        key="span_chart",
+    )
+    st.caption(
+        f"The trace's span cut into {WINDOWS} equal windows; bars: time covered by each kind of "
+        "activity on the aligned clock."
+    )
+
+
+def lane(rank: int, kind: str) -> str:
+    """The row label: rank, kind, and a mark on straggler ranks."""
+    return f"rank {rank}{' ◀ straggler' if rank in stragglers else ''} · {kind}"
+
+
+#: No collective calls (a run without steps has no per-step collective table).
+NO_CALLS = pd.DataFrame(
+    columns=["rank", "op", "instance", "bytes", "wait_ms", "start_ms", "end_ms", "lane"]
+)
+
 v = session.current_run()
 st.header(f"Timeline — {md(v.run)}")
 steps = sorted({r["step"] for r in v.report.get("steps") or []})
 ranks = sorted({r["rank"] for r in v.report.get("ranks") or []})
+stragglers = set((v.report.get("stragglers") or {}).get("flagged") or [])
 if not steps:
-    missing("The step timeline", steps_hint(v.report))
+    span_view()
     st.stop()
 
-stragglers = set((v.report.get("stragglers") or {}).get("flagged") or [])
 left, right = st.columns([1, 3])
 step = left.selectbox("Step", steps, key="timeline_step")
 default = sorted(stragglers)[:MAX_DEFAULT_RANKS]
@@ -33,13 +83,8 @@ if not chosen:
 
 tracks, colls = data.step_timeline(v.path, v.run, v.fp, int(step), tuple(sorted(chosen)))
 if tracks.empty:
-    missing(f"Activity in step {step}", steps_hint(v.report))
+    st.caption(f"No activity of the chosen ranks in step {step}.")
     st.stop()
-
-
-def lane(rank: int, kind: str) -> str:
-    """The row label: rank, kind, and a mark on straggler ranks."""
-    return f"rank {rank}{' ◀ straggler' if rank in stragglers else ''} · {kind}"
 
 
 span = float(tracks["end_ms"].max() - tracks["start_ms"].min()) or 1.0
