@@ -101,7 +101,8 @@ def tour(url: str, runs: list[str], shots: Path | None) -> dict:
             pick_run(page, run)
             for rows in (first, switch):
                 for key in PAGES:
-                    s = open_page(page, nav.PAGES[key][1])
+                    print(f"  {run} / {key}", file=sys.stderr, flush=True)
+                    s = open_page(page, nav.PAGES[key][1], timeout=300_000)
                     rows.append({"run": run, "page": key, "s": round(s, 3)})
                     if shots and rows is switch:
                         slug = run.replace(" ", "_")

@@ -133,13 +133,14 @@ def settle(page, timeout: float = 60_000) -> None:
     )
 
 
-def open_page(page, title: str) -> float:
-    """Click the page titled `title` in the sidebar and wait for it; returns the seconds."""
+def open_page(page, title: str, timeout: float = 60_000) -> float:
+    """Click the page titled `title` in the sidebar and wait for it (up to `timeout` ms);
+    returns the seconds it took."""
     t = time.perf_counter()
     page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
     heading = title.split()[0]
-    page.get_by_test_id("stHeading").filter(has_text=heading).first.wait_for(timeout=60_000)
-    settle(page)
+    page.get_by_test_id("stHeading").filter(has_text=heading).first.wait_for(timeout=timeout)
+    settle(page, timeout)
     return time.perf_counter() - t
 
 
