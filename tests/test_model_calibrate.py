@@ -126,7 +126,8 @@ def sim_truth(sim) -> dict:
     """The measured figures from the simulation's own timeline: per (rank, step) compute and
     collective kernels run one after the other (no overlap: η = 0); a step's window runs from
     its first kernel to the next step's first kernel (the last: to its host end, 10 µs after
-    its last collective, see synthetic_traces._steps_of); medians over (rank, step). The
+    its last collective, see synthetic_traces._steps_of); means over (rank, step), the run
+    summary's aggregation (analysis/sql/summary.sql). The
     all-reduce bus bandwidth is factor·ΣS / Σ(α + factor·S/B), before the end jitter."""
     cps, n_steps = sim.scn.collectives_per_step, sim.scn.steps
     comp, comm, window = [], [], []
@@ -146,9 +147,9 @@ def sim_truth(sim) -> dict:
     f = 2 * (sim.scn.world - 1) / sim.scn.world
     xfer = sum(ALPHA_US * 1e3 + f * b / BUSBW_GBPS for b in sizes)  # ns
     return {
-        "step_ms": float(np.median(window)) / 1e6,
-        "tau_comp_ms": float(np.median(comp)) / 1e6,
-        "tau_comm_ms": float(np.median(comm)) / 1e6,
+        "step_ms": float(np.mean(window)) / 1e6,
+        "tau_comp_ms": float(np.mean(comp)) / 1e6,
+        "tau_comm_ms": float(np.mean(comm)) / 1e6,
         "busbw_GBps": f * sum(sizes) / xfer,
     }
 
