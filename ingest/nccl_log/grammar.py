@@ -157,15 +157,16 @@ BENIGN = C(
     r"(?:send|recv)Connect ncclP|Queuing opId=|"
     # TRACE: API calls with their arguments.
     r"nccl\w+\(|"
-    r"UDS: Creating service|socketProgressOpt: abort called|"
+    r"UDS: Creating service|socketProgressOpt: abort called|\[Proxy Service UDS\] exit|"
     # ALLOC: allocations, with or without the source file in front.
     r"(?:[\w/]+\.cc:\d+ )?(?:Cuda|Ib|Cuda Host) Alloc Size|Mem Realloc|"
     r"Allocated shareable buffer|MMAP (?:allocated|imported) shareable|[\w/]+\.cc:\d+ memory stack|"
     # GRAPH / topology dumps.
     r" *\d+ : (?:GPU|NET)/|[ +]*(?:PCI|NVL|NET|SYS|NVS|PHB|LOC)\[[\d.]+\] - |CPU/\d|GPU/\d+-\w+ :|"
-    r"=+$|TOPO/NET|ncclTopoPopulateNics|NVLS Head|"
+    r"=+$|TOPO/NET|ncclTopoPopulateNics|NVLS Head|NET/\d+-\w+ :|Loading topology file|"
     # NET and plugins.
-    r"NET/IB ?: ?(?:Made virtual device|NCCL Dev|IbDev)|Plugin Path|P2P plugin|"
+    r"NET/IB ?: ?(?:Made virtual device|NCCL Dev|IbDev|\[\d+\] \w+:uverbs)|Plugin Path|P2P plugin|"
+    r"Initialized state \d+ for|"
     r"Successfully loaded external plugin|PXN Disabled as plugin|Sharp rank|DMA-BUF is available|"
     r"Retrieving state for|Launch mode|RAS |"
     # AMD RCCL.
