@@ -38,6 +38,10 @@ FITTED_OPS = (
 )
 
 
+#: Above this many rows the held-out error is measured on a seeded sample of this size.
+CV_MAX_ROWS = 2000
+
+
 def allreduce_equivalent(op: str, n: int) -> tuple[float, float]:
     """(bytes weight, count weight) of one `op` collective on `n` ranks as ring all-reduces:
     its bandwidth term factor·S/B over the all-reduce's 2(n−1)/n·S/B, its latency steps over
@@ -134,14 +138,19 @@ def fit_op(
             s, t = np.asarray(size_bytes, float), np.asarray(time_s, float)
             ok = (s > 0) & (t > 0) & np.isfinite(s) & np.isfinite(t)
             s, t, labels = s[ok], t[ok], labels[ok]
+    total = float(s.sum())
     try:
         regimes = regimes_of(s, t, labels)
         links = tuple(to_link(op, n, f) for f in regimes.segments)
     except (ValueError, np.linalg.LinAlgError) as e:
         return f"not calibrated: {e}"
+    if len(s) > CV_MAX_ROWS:  # the held-out error of a seeded sample of the rows
+        pick = np.sort(np.random.default_rng(0).choice(len(s), CV_MAX_ROWS, replace=False))
+        s, t = s[pick], t[pick]
+        labels = None if labels is None else labels[pick]
     errors = cross_validated_ape(s, t, regime_predictor, labels)
     st = heldout_status(errors, regimes.slope_known)
-    return OpFit(op, n, regimes, links, errors, st, float(s.sum()))
+    return OpFit(op, n, regimes, links, errors, st, total)
 
 
 def _fit_all(df: pd.DataFrame) -> list[OpFit | str]:
@@ -241,15 +250,16 @@ def predicted_transfer(fits: list[OpFit], df: pd.DataFrame) -> dict:
     own = {(f.op, f.n_ranks): f for f in fits}
     main = fits[0]
     pred = np.empty(len(u))
-    for i, (op, n, size) in enumerate(zip(u["op"], u["n"], u["bytes"], strict=True)):
+    for (op, n), idx in u.groupby(["op", "n"]).indices.items():
+        size = u["bytes"].to_numpy()[idx]
         f = own.get((op, n))
         if f is not None:
-            pred[i] = f.predict(size)[0]
-        else:
-            link = main.link_for(size)
-            pred[i] = ring_steps(op, n) * link.alpha_s + busbw_factor(op, n) * size / (
-                link.bandwidth_Bps
-            )
+            pred[idx] = f.predict(size)
+            continue
+        for k, x in zip(idx, size, strict=True):
+            link = main.link_for(x)
+            cost = ring_steps(op, n) * link.alpha_s
+            pred[k] = cost + busbw_factor(op, n) * x / link.bandwidth_Bps
     key = u["step"].fillna(0)
     t = pd.DataFrame({"key": key.to_numpy(), "op": u["op"].to_numpy(), "t": pred})
     by_op = t.groupby(["key", "op"])["t"].sum().groupby("op").median()

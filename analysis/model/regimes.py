@@ -53,9 +53,13 @@ class RegimeFit:
         return chosen
 
     def predict(self, size_bytes: np.ndarray | float) -> np.ndarray:
-        """Predicted time (s) of messages of `size_bytes`."""
+        """Predicted time (s) of messages of `size_bytes` (each by `segment_for`)."""
         s = np.atleast_1d(np.asarray(size_bytes, dtype=float))
-        return np.array([self.segment_for(x).predict(x) for x in s], dtype=float)
+        starts = np.array([seg.min_bytes for seg in self.segments])
+        i = np.maximum(np.searchsorted(starts, s, side="right") - 1, 0)
+        a = np.array([seg.latency_s for seg in self.segments])
+        b = np.array([seg.s_per_byte for seg in self.segments])
+        return a[i] + b[i] * s
 
 
 def _flat(s: np.ndarray, t: np.ndarray) -> AlphaBetaFit:
