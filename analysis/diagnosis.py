@@ -64,7 +64,9 @@ def _culprits(report: dict) -> list[dict]:
             break
         ratio = r.get("compute_ratio")
         if r.get("kind") == "compute" or (not r.get("flagged") and ratio and ratio >= 1.1):
-            why = f"it does {ratio:.2f}x the median rank's operator work (a compute straggler)"
+            why = f"it does {ratio:.2f}x the median rank's operator work" + (
+                " (a compute straggler)" if r.get("flagged") else ""
+            )
             kind = "compute"
         elif ratio is not None:
             why = (
@@ -176,6 +178,10 @@ def diagnose(report: dict) -> dict:
     wall = exposed > policy.WALL_EXPOSED_SHARE
     ranked = sorted(CAUSES, key=lambda k: -shares[k])
     big = [k for k in ranked if shares[k] >= policy.CAUSE_MIN_SHARE]
+    comm_parts = ("exposed_transfer_ms", "exposed_wait_ms")
+    if wall and not any(k in big for k in comm_parts):
+        # a wall made of both together: name the larger of the two first
+        big.insert(0, max(comm_parts, key=lambda k: shares[k]))
     cause, label = CAUSES[big[0]] if big else COMPUTE
     culprits = _culprits(report)
     n_steps = (report.get("run_info") or {}).get("n_steps")
@@ -199,7 +205,15 @@ def diagnose(report: dict) -> dict:
             f"The step is {label}: no non-compute part reaches "
             f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it."
         )
-    if cause == "bandwidth" or "exposed_transfer_ms" in big:
+    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
+    if comm > 0 and not matched:
+        sentences.append(
+            "No collective is matched across ranks in these files (one rank's trace, or no "
+            "collective calls recognised), so waiting for peers cannot be told apart from data "
+            "transfer: all exposed communication is counted as transfer. Upload every rank's "
+            "trace to separate them."
+        )
+    elif cause == "bandwidth" or "exposed_transfer_ms" in big:
         sentences.append(_bandwidth_sentence(report))
     if culprits and shares["exposed_wait_ms"] > 0.01:
         sentences.append(
