@@ -124,7 +124,7 @@ def step_samples(runs: Sequence[RunFacts]) -> pd.DataFrame:
 
 
 def summary(runs: Sequence[RunFacts]) -> pd.DataFrame:
-    """The report's headline metrics (medians over ranks and steps), one row per metric."""
+    """The report's headline metrics (the run summary: means over ranks and steps), a row each."""
     names = _names(runs)
     rows = [
         {"metric": k, "label": label}

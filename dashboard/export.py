@@ -427,7 +427,7 @@ def render_html(report: dict, extra: dict | None = None, charts: bool = True) ->
     if data.get("whatifs") is not None:
         p.append("<h3>What-ifs, best first (step time in ms, saving in %)</h3>")
         p.append(_html_table(frame_rows(data["whatifs"])))
-    p.append("<h2 id='summary'>Summary (medians over ranks and steps)</h2>")
+    p.append("<h2 id='summary'>Summary (means over ranks and steps)</h2>")
     p.append(_html_table(summary_rows(report)))
     p.append("<h2 id='stragglers'>Stragglers</h2>")
     sv = (report.get("stragglers") or {}).get("verdict")
@@ -518,7 +518,7 @@ def render_markdown(report: dict, extra: dict | None = None) -> str:
             "What-ifs, best first (step time in ms, saving in %)",
             frame_rows(data.get("whatifs")) if "whatifs" in data else f"{NA}: needs the store",
         ),
-        ("Summary (medians over ranks and steps)", summary_rows(report)),
+        ("Summary (means over ranks and steps)", summary_rows(report)),
         ("Stragglers", straggler_rows(report)),
         ("Collectives", collective_rows(report)),
         ("NCCL", nccl_rows(report) or (report.get("nccl") or {}).get("hint") or NA),

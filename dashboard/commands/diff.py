@@ -23,7 +23,7 @@ from dashboard.commands._output import (
 #: Titles of the tables in the text format (step_samples is left out there).
 TITLES = {
     "step_time": "Step time (slowest rank per step), judged against run-to-run noise",
-    "summary": "Headline metrics (medians over ranks and steps)",
+    "summary": "Headline metrics (means over ranks and steps)",
     "diagnosis": "Diagnosis",
     "decomposition": "Step decomposition per rank (mean ms per step)",
     "collectives": "Collectives per op and message size (bytes)",

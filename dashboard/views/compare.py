@@ -105,7 +105,7 @@ for run in runs:
         for k, v in zip(d["summary"]["metric"], shown[run], strict=True)
     ]
 table(shown, key="compare_table")
-st.caption(f"Medians over ranks and steps: {', '.join(METRICS.values())}.")
+st.caption(f"Means over ranks and steps (the run summary): {', '.join(METRICS.values())}.")
 
 st.subheader("Where the step time goes, per rank")
 parts = []
