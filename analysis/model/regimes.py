@@ -159,7 +159,7 @@ def fit_regimes(
         loss = sum(float(_huber_loss(ranges.res[p], sigma)) for p in pairs)
         return loss + _penalty(len(pairs), n)
 
-    best = (score((0, d)), (0, d))
+    best: tuple[float, tuple[int, ...]] = (score((0, d)), (0, d))
     for k in range(2, max_segments + 1):
         for combo in itertools.combinations(cuts, k - 1):
             sc = score((0, *combo, d))

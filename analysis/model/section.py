@@ -111,7 +111,7 @@ def _ratios(step_s: float, compute_s: float, comm_s: float, exposed_s: float, et
     """comm_overhead, gpu_efficiency, gamma and the verdict of one step."""
     overhead = exposed_s / step_s if step_s else None
     gamma = comm_s / compute_s if compute_s else None
-    out = {
+    out: dict[str, Any] = {
         "comm_overhead": overhead,
         "gpu_efficiency": compute_s / step_s if step_s else None,
         "gamma": gamma,
