@@ -77,6 +77,7 @@ class LogParser:
         self.n = 0
         self.count = dict(nccl=0, recognised=0, unknown=0, damaged=0, torch=0)
         self.procs: dict[tuple[str, int], int] = {}
+        self.hosts_of_pid: dict[int | None, list[tuple[str, int]]] = {}
         self.proc_rows: list[dict[str, Any]] = []
         self.comms: list[dict[str, Any]] = []
         self.comm_at: dict[tuple[int, str], int] = {}
@@ -296,6 +297,7 @@ class LogParser:
             p = self._glued(key)
         if p is None:
             p = self.procs[key] = len(self.proc_rows)
+            self.hosts_of_pid.setdefault(key[1], []).append((key[0], p))
             row = dict.fromkeys(_PROC_COLS)
             row.update(proc=p, host=key[0], pid=key[1], devices=[], first_line=self.n, n_lines=0)
             self.proc_rows.append(row)
@@ -316,8 +318,8 @@ class LogParser:
         host, pid = key
         if host is None:
             return None
-        for (known, known_pid), p in self.procs.items():
-            if known_pid == pid and host.endswith(known) and host != known:
+        for known, p in self.hosts_of_pid.get(pid, ()):
+            if known is not None and host.endswith(known) and host != known:
                 self.procs[key] = p
                 return p
         return None
