@@ -8,7 +8,6 @@ import streamlit as st
 
 from analysis.compare import METRICS
 from analysis.postmortem import decomposition_table
-from analysis.verdict import verdict
 from dashboard import data_docs, doc_charts, session
 from dashboard.ui import fmt_pct, md, plot, table
 
@@ -74,8 +73,12 @@ for col, run in zip(cols, runs, strict=True):
             delta,
             delta_color="normal" if key in HIGHER_BETTER else "inverse",
         )
-    v = verdict(s)
-    col.caption(v["verdict"] if v else "no communication measured")
+    d = reports[run].get("diagnosis") or {}
+    col.caption(
+        ("Communication wall — " if d.get("wall") else "No wall — ") + md(d["label"])
+        if d.get("available")
+        else "no step measured"
+    )
 
 d = data_docs.diff(views[baseline].path, tuple(runs), tuple(views[r].fp for r in runs))
 st.subheader("Step time against run-to-run noise")
