@@ -26,10 +26,11 @@ def _relative(df: pd.DataFrame, origin: int) -> pd.DataFrame:
 
 
 def tracks(con: duckdb.DuckDBPyConnection, rid: int, step: int, ranks: list[int]) -> pd.DataFrame:
-    """Busy intervals per (rank, kind) in step `step`: rank, kind, start_ms, end_ms."""
+    """Busy intervals per (rank, kind) in step `step`: rank, kind, start_ms, end_ms, and the
+    activity covering most of each (top_name, top_ms) with n_activities (step_track_names)."""
     df = con.execute(
-        "SELECT rank, kind, ts, dur FROM step_tracks(?, ?) "
-        "WHERE list_contains(?, rank) ORDER BY rank, kind, ts",
+        "SELECT rank, kind, ts, dur, top_name, top_ns / 1e6 AS top_ms, n_activities "
+        "FROM step_track_names(?, ?, ?) ORDER BY rank, kind, ts",
         [rid, step, ranks],
     ).df()
     return _relative(df, step_origin(con, rid, step) or 0)

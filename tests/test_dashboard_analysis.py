@@ -212,6 +212,30 @@ def test_tracks_cover_what_the_report_measures(con, dlrm):
         assert covered[(s["rank"], "comm")] == pytest.approx(s["tau_comm_ms"], abs=1e-6)
 
 
+def test_each_busy_interval_names_the_activity_covering_most_of_it(con):
+    rid = db.run_id(con, "dlrm")
+    t = timeline.tracks(con, rid, 10, [3])
+    # independently: every rank-3 activity of the run, the one with the longest overlap with
+    # each interval, on the aligned clock (raw time minus the rank's offset from rank_clock)
+    shift = con.execute("SELECT offset_ns FROM rank_clock(?) WHERE rank = 3", [rid]).fetchone()
+    acts = con.execute(
+        "SELECT kind, ts, dur, name FROM activities WHERE run_id = ? AND rank = 3 "
+        "AND kind IN ('compute', 'comm', 'memory')",
+        [rid],
+    ).df()
+    origin = con.execute("SELECT origin_ns FROM step_origin(?, 10)", [rid]).fetchone()[0]
+    # in ms from the step's origin, integer ns subtracted first (epoch ns do not fit a double)
+    start = (acts["ts"] - (shift[0] if shift else 0) - origin) / 1e6
+    acts = acts.assign(start=start, end=start + acts["dur"] / 1e6)
+    for row in t.itertuples():
+        lo, hi = row.start_ms, row.end_ms
+        same = acts[(acts["kind"] == row.kind) & (acts["start"] < hi) & (acts["end"] > lo)]
+        overlap = same["end"].clip(upper=hi) - same["start"].clip(lower=lo)
+        assert row.n_activities == len(same)
+        assert row.top_ms == pytest.approx(overlap.max(), abs=1e-6)
+        assert row.top_name in set(same.loc[overlap >= overlap.max() - 1e-6, "name"])
+
+
 def test_collectives_are_linked_across_ranks(con):
     rid = db.run_id(con, "dlrm")
     c = timeline.collectives(con, rid, 10, [0, 7])

@@ -78,3 +78,32 @@ a AS (
     FROM s WHERE ts < t1 AND ts + dur > t0
 )
 SELECT grp.rank AS rank, grp.kind AS kind, ts, dur FROM interval_merge(a);
+
+-- step_track_names(rid, stp, rks): step_tracks of the ranks in list `rks`, each busy interval
+-- with the activity that covers most of it named (for tooltips).
+--   returns   rank, kind, ts, dur (as step_tracks), top_name (the name of the activity with the
+--             longest overlap with the interval), top_ns (that overlap, ns), n_activities
+--             (activities overlapping the interval).
+-- Algorithm: the run's activities of those ranks and kinds, shifted by the rank's clock
+-- offset, range-joined to the intervals they overlap; arg_max of the overlap per interval.
+CREATE OR REPLACE TEMP MACRO step_track_names(rid, stp, rks) AS TABLE
+WITH t AS (SELECT * FROM step_tracks(rid, stp) WHERE list_contains(rks, rank)),
+lim AS (SELECT min(ts) AS lo, max(ts + dur) AS hi FROM t),
+a AS (
+    SELECT a.rank, a.kind, a.ts - coalesce(o.offset_ns, 0) AS ts, a.dur, a.name
+    FROM activities a
+    LEFT JOIN rank_clock(rid) o ON o.rank = a.rank
+    WHERE a.run_id = rid AND a.kind IN ('compute', 'comm', 'memory')
+        AND list_contains(rks, a.rank)
+),
+near AS (SELECT a.* FROM a, lim WHERE a.ts < lim.hi AND a.ts + a.dur > lim.lo),
+o AS (
+    SELECT t.rank, t.kind, t.ts, t.dur, n.name,
+        least(n.ts + n.dur, t.ts + t.dur) - greatest(n.ts, t.ts) AS overlap
+    FROM t JOIN near n
+        ON n.rank = t.rank AND n.kind = t.kind AND n.ts < t.ts + t.dur AND n.ts + n.dur > t.ts
+)
+SELECT rank, kind, ts, dur, arg_max(name, overlap) AS top_name, max(overlap) AS top_ns,
+    count(*) AS n_activities
+FROM o
+GROUP BY rank, kind, ts, dur;
