@@ -36,6 +36,10 @@ def _f(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
+def _hundred(v: float | None) -> float | None:
+    return None if v is None else 100 * v
+
+
 def _records(rows: list[dict], table: Table) -> str:
     return table(pd.DataFrame(rows))
 
@@ -143,7 +147,9 @@ def _model(m: dict, table: Table) -> str:
         lines.append(
             f"fit {f['op']} over {f['n_ranks']} ranks ({f['n']} collectives): "
             f"α {_f(f['alpha_us'])} µs per hop, bus bandwidth β {_f(f['beta_GBps'])} GB/s, "
-            f"achieved busbw {_f(f['achieved_busbw_GBps'])} GB/s"
+            f"achieved busbw {_f(f['achieved_busbw_GBps'])} GB/s; "
+            f"held-out median error {_f(_hundred(f.get('heldout_median_ape')))} % — "
+            f"{f.get('status')}"
         )
     if measured.get("busbw_vs_peak") is not None:
         lines.append(
