@@ -167,7 +167,21 @@ def diagnose(report: dict) -> dict:
     paragraph that leads the text report, the Overview and the export."""
     s = report.get("summary") or {}
     step = s.get("step_ms")
+    stop = _stop_sentence(report)
     if not step:
+        if stop:
+            return {
+                "available": True,
+                "wall": True,
+                "cause": "hang",
+                "label": "hung: a collective never completed",
+                "causes": ["hang"],
+                "shares": {},
+                "culprits": [],
+                "fix": None,
+                "headline": stop,
+                "paragraph": stop + " No step time could be measured from these files.",
+            }
         return {
             "available": False,
             "reason": "no step time measured (no timeline activity in the traces)",
@@ -231,13 +245,16 @@ def diagnose(report: dict) -> dict:
     pred = _prediction_sentence(report, wall)
     if pred:
         sentences.append(pred)
+    if stop:
+        sentences.insert(0, stop + " Before it stopped:")
+        cause, label, big = "hang", "hung: a collective never completed", ["hang", *big]
     paragraph = " ".join(x for x in sentences if x)
     return {
         "available": True,
         "wall": wall,
         "cause": cause,
         "label": label,
-        "causes": [CAUSES[k][0] for k in big],
+        "causes": [CAUSES[k][0] if k in CAUSES else k for k in big],
         "shares": shares,
         "exposed_comm_share": exposed,
         "culprits": culprits,
@@ -245,6 +262,29 @@ def diagnose(report: dict) -> dict:
         "headline": head,
         "paragraph": paragraph,
     }
+
+
+def _stop_sentence(report: dict) -> str | None:
+    """The job stopped: the Flight Recorder's cause, else NCCL's watchdog timeouts."""
+    hang = report.get("hang") or {}
+    if hang.get("present") and any(g.get("cause") for g in hang.get("groups") or []):
+        return f"The job hung. {hang['verdict']}"
+    nccl = report.get("nccl") or {}
+    t = nccl.get("timeouts") or {}
+    timeouts = t.get("count") or 0
+    if timeouts:
+        first = next((f for f in nccl.get("findings") or [] if "watchdog" in f), None)
+        colls = t.get("collectives") or []
+        what = (
+            f"{len(colls)} collective(s) ({timeouts} reports)" if colls else f"{timeouts} time(s)"
+        )
+        return (
+            f"The job stopped: NCCL's watchdog timed out on {what}"
+            + (f"; {first}." if first else ". ")
+            + (" " if first else "")
+            + "Flight Recorder dumps of every rank name the rank that never entered it."
+        )
+    return None
 
 
 def _bandwidth_sentence(report: dict) -> str:

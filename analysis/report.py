@@ -24,6 +24,7 @@ from analysis.model.section import model_section
 from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
+from analysis.session import run_session
 from analysis.stragglers import stragglers_section
 from analysis.summary import decomposition_section, summary_section
 
@@ -94,17 +95,17 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     n_steps = con.execute(
         "SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [rid]
     ).fetchone()[0]
-    on_gpu = con.execute(
-        "SELECT count(*) > 0 FROM (SELECT 1 FROM activities WHERE run_id = ?"
-        " AND cat IN ('kernel', 'gpu_memcpy', 'gpu_memset') LIMIT 1)",
+    on_gpu, any_act = con.execute(
+        "SELECT bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset')), count(*) > 0 FROM"
+        " (SELECT cat FROM activities WHERE run_id = ? ORDER BY (cat = 'kernel') DESC LIMIT 1)",
         [rid],
-    ).fetchone()[0]
+    ).fetchone()
     return {
         "files": {f: n for f, n in files},
         "n_ranks": r[0],
         "world_size": r[1],
         "gpus": sorted(r[2] or []),
-        "device_kind": "gpu" if on_gpu else "cpu",
+        "device_kind": ("gpu" if on_gpu else "cpu") if any_act else None,
         "backends": sorted(r[3] or []),
         "time_bases": sorted(r[4] or []),
         "hosts": sorted(r[5] or []),
@@ -137,7 +138,8 @@ def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = Tr
     (present only then) maps its key to the error in words, and the failure is logged with its
     traceback (logger `commwall.report`), so that one failing section never hides the others:
     the CLI, the API, the dashboard and the export all get the rest. `keep_going=False` (tests)
-    raises instead."""
+    raises instead. The sections run inside the run's analysis session (analysis/session.py):
+    the intermediate tables they share are computed once."""
     rid = run_id(con, run)
     report: dict[str, Any] = {"run": run}
     errors: dict[str, str] = {}
@@ -145,15 +147,18 @@ def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = Tr
         *((k, partial(build, con, rid)) for k, build in SECTIONS.items()),
         *((k, partial(derive, report)) for k, derive in DERIVED.items()),
     ]
-    for key, make in steps:
-        try:
-            report[key] = make()
-        except Exception as e:
-            if not keep_going:
-                raise
-            report[key] = None
-            errors[key] = f"{type(e).__name__}: {e}"
-            _log.error("run %r: section %r not available: %s", run, key, errors[key], exc_info=e)
+    with run_session(con, rid):  # the matching, clock fit, step tables: once per report
+        for key, make in steps:
+            try:
+                report[key] = make()
+            except Exception as e:
+                if not keep_going:
+                    raise
+                report[key] = None
+                errors[key] = f"{type(e).__name__}: {e}"
+                _log.error(
+                    "run %r: section %r not available: %s", run, key, errors[key], exc_info=e
+                )
     if errors:
         report["analysis_errors"] = errors
     return report

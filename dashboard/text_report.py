@@ -76,7 +76,10 @@ def _collectives(c: dict, table: Table) -> str:
 def _gpus(r: dict) -> str:
     if r.get("gpus"):
         return ", ".join(r["gpus"])
-    return "GPU (model not recorded)" if r.get("device_kind") == "gpu" else "none (CPU traces)"
+    kind = r.get("device_kind")
+    if kind is None:
+        return "not recorded (no traces)"
+    return "GPU (model not recorded)" if kind == "gpu" else "none (CPU traces)"
 
 
 def _run_info(r: dict, table: Table) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DLRM, SAMPLES
-from kineto_truth import arrivals, collective_starts
+from conftest import DATA, DLRM, SAMPLES
+from kineto_truth import arrivals, collective_starts, events
 
 from analysis.db import open_db, run_id
 from analysis.report import build_report
@@ -116,3 +116,47 @@ def test_report_keys_are_added_not_renamed(reports):
         assert key in rep["summary"]
     con = reports["_con"]
     assert run_id(con, "gloo_4rank_sleep") > 0
+
+
+def _report_of(tmp_path, name, paths):
+    w = store.connect(tmp_path / "s.duckdb")
+    store.ingest(w, name, discover.expand([str(p) for p in paths]))
+    w.close()
+    con = open_db(tmp_path / "s.duckdb")
+    try:
+        return build_report(con, name, keep_going=False)
+    finally:
+        con.close()
+
+
+def test_a_hung_run_leads_with_the_hang(tmp_path):
+    """sample_traces/fr_skip: rank 1 skipped the all_gather (generator's ground truth)."""
+    truth = json.loads((SAMPLES / "fr_skip" / "ground_truth.json").read_text())
+    rep = _report_of(tmp_path, "fr_skip", [SAMPLES / "fr_skip"])
+    d = rep["diagnosis"]
+    assert d["cause"] == "hang" and d["paragraph"].startswith("The job hung.")
+    assert f"rank {truth['culprit_rank']} never entered it" in d["paragraph"]
+    assert f"seq {truth['hang_seq']}" in d["paragraph"]
+
+
+def test_a_watchdog_log_alone_says_the_job_stopped(tmp_path):
+    """A real NCCL log whose ranks 0-6 report the watchdog timeout of ALLREDUCE SeqNum 92 (its
+    facts file quotes the lines, e.g. line 4837 '[Rank 2] Watchdog caught collective operation
+    timeout: WorkNCCL(SeqNum=92, OpType=ALLREDUCE, ...')."""
+    log = DATA / "nccl" / "029_pytorch_watchdog_timeout_mlperf_h200_srun_label.log.gz"
+    rep = _report_of(tmp_path, "wd", [log])
+    d = rep["diagnosis"]
+    assert d["available"] and d["cause"] == "hang"
+    assert d["paragraph"].startswith("The job stopped: NCCL's watchdog timed out on 1 collective")
+    assert rep["run_info"]["device_kind"] is None  # no traces: nothing to say about devices
+
+
+def test_gpu_traces_without_a_gpu_name(tmp_path):
+    """hta_trace_filter_2rank: kernels ("cat": "kernel") but no device name in the files."""
+    d = DATA / "kineto" / "hta_trace_filter_2rank"
+    raw = [e for p in d.glob("*.gz") for e in events(p)]
+    assert any(e.get("cat") == "kernel" for e in raw)
+    rep = _report_of(tmp_path, "tf", [d])
+    assert rep["run_info"]["gpus"] == [] and rep["run_info"]["device_kind"] == "gpu"
+    text = render_text(rep, lambda df: df.to_string())
+    assert "GPUs: GPU (model not recorded)" in text
