@@ -74,13 +74,15 @@ def curve(s: Scenario, knob: str, values: list[float], idle_ms: float = 0.0) -> 
 
 
 def measured_point(s: Scenario, knob: str, measured: dict) -> pd.DataFrame:
-    """The measured run on the `knob` axis: its knob value, step_ms and comm_overhead (from the
-    `model` section's `measured` dict)."""
+    """The measured run on the `knob` axis: its knob value, step_ms, micro_batch_ms (step_ms
+    over the run's grad_accum) and comm_overhead (from the `model` section's `measured` dict)."""
+    step = measured.get("step_ms")
     return pd.DataFrame(
         [
             {
                 knob: knob_value(s, knob),
-                "step_ms": measured.get("step_ms"),
+                "step_ms": step,
+                "micro_batch_ms": None if step is None else step / s.grad_accum,
                 "comm_overhead": measured.get("comm_overhead"),
                 "series": "measured run",
             }

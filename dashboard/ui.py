@@ -87,6 +87,13 @@ def _run_info(report: dict) -> dict:
     return report.get("run_info") or {}
 
 
+def matched_instances(report: dict) -> int:
+    """How many collective instances the run's collectives section matched across ranks."""
+    section = report.get("collectives")
+    matching = section.get("matching") if isinstance(section, dict) else None
+    return int((matching or {}).get("instances") or 0)
+
+
 def traces_hint(report: dict) -> str:
     """What to upload (or what the uploaded traces lack) for analyses of collectives matched
     across ranks, worded from what this run already holds."""

@@ -8,7 +8,16 @@ import streamlit as st
 
 from analysis import whatif
 from dashboard import charts, data, session
-from dashboard.ui import fmt_ms, fmt_pct, fmt_ratio, md, missing, plot, traces_hint
+from dashboard.ui import (
+    fmt_ms,
+    fmt_pct,
+    fmt_ratio,
+    matched_instances,
+    md,
+    missing,
+    plot,
+    traces_hint,
+)
 
 #: Rows of the measured/predicted table: key → (label, formatter).
 ROWS = {
@@ -22,6 +31,8 @@ ROWS = {
     "comm_overhead": ("communication overhead", fmt_pct),
     "verdict": ("verdict", str),
 }
+#: What a knob's curve plots when not the step time: column, words.
+CURVE_Y = {"grad_accum": ("micro_batch_ms", "time per micro-batch")}
 LINK_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 COMPRESSION = {1.0: "none", 2.0: "×2 (fp32 → bf16)", 4.0: "×4 (fp32 → fp8)"}
 #: The values each curve sweeps, from the run's own knob values.
@@ -38,10 +49,9 @@ st.header(f"Model and what-if — {md(v.run)}")
 model = v.report.get("model")
 if not isinstance(model, dict) or not model.get("predicted"):
     status = model.get("status") if isinstance(model, dict) else None
-    matched = ((v.report.get("collectives") or {}).get("matching") or {}).get("instances")
     how = (
         f"The model was not calibrated on this run: {md(status or 'no model section')}."
-        if matched
+        if matched_instances(v.report)
         else traces_hint(v.report)
     )
     missing("The calibrated model", how)
@@ -147,7 +157,8 @@ def what_if() -> None:
 
     st.caption(
         "Each chart: the model's predicted step time (per optimizer step, ms) as one knob "
-        "moves, the other knobs as set above; ◆ the measured run."
+        "moves, the other knobs as set above; for gradient accumulation the time per "
+        "micro-batch, since a step of more micro-batches does more work. ◆ the measured run."
     )
     cols = st.columns(2)
     for i, knob in enumerate(whatif.KNOBS):
@@ -156,14 +167,15 @@ def what_if() -> None:
         label = whatif.KNOBS[knob][0]
         name = label.split(" (")[0]
         point = whatif.measured_point(s, knob, measured)
+        y, what = CURVE_Y.get(knob, ("step_ms", "step time"))
         plot(
             line,
-            lambda d, knob=knob, label=label, name=name, point=point: charts.curves(
+            lambda d, knob=knob, label=label, name=name, point=point, y=y, what=what: charts.curves(
                 d,
                 knob,
-                "step_ms",
+                y,
                 point,
-                f"Predicted step time (ms) by {name}",
+                f"Predicted {what} (ms) by {name}",
                 label,
                 "ms",
                 log_x=knob == "link_Bps",

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, session
-from dashboard.ui import md, missing, plot, traces_hint
+from dashboard.ui import matched_instances, md, missing, plot, traces_hint
 from dashboard.ui import table as ui_table
 
 #: Columns of the main table (when the section has them), in order.
@@ -30,7 +30,10 @@ v = session.current_run()
 st.header(f"Stragglers — {md(v.run)}")
 s = v.report.get("stragglers")
 if not isinstance(s, dict) or not s.get("ranks"):
-    missing("The straggler analysis", traces_hint(v.report))
+    # collectives matched, yet none usable here: say why (the section's verdict), not "upload"
+    why = s.get("verdict") if isinstance(s, dict) else None
+    how = md(why) if why and matched_instances(v.report) else traces_hint(v.report)
+    missing("The straggler analysis", how)
     st.stop()
 
 flagged = list(s.get("flagged") or [])
