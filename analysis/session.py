@@ -1,0 +1,123 @@
+"""A run's analysis session: the heavy intermediate tables of one run computed once.
+
+Every macro of analysis/sql stays callable on its own with the same answer. Many of them start
+from the same few (the matching of collectives, the clock fit, the per-(instance, rank) rows,
+the step windows and overlaps), so a report that calls a dozen macros would otherwise redo the
+matching and the clock fit about nine times. Inside `run_session(con, rid)`:
+
+* each macro of CACHED, in that order (later ones read the earlier ones), is computed once for
+  run `rid` into a TEMP table of the connection (nothing is written to the store), and
+* the macro is redefined as a dispatch: the cached table for a cached run, the original
+  definition (kept as `_uncached_<name>`) for any other run. The run id of a call is a constant
+  or a bound parameter, so DuckDB's planner prunes the branch that is not taken.
+
+On exit the tables are dropped and the macros restored. Sessions nest: a session of a run that
+is already cached does nothing, and sessions of different runs on one connection each add their
+branch. A macro that cannot be computed for the run (a store without the table it reads, bad
+data) is left uncached, so its section fails or degrades exactly as it would without a session.
+The cache is valid while the run's rows do not change: hold a session only as long as the
+store is read (one report, one view of a run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import duckdb
+
+from analysis.db import sql_modules
+
+#: The macros computed once per run, in dependency order (each reads only earlier ones).
+CACHED = (
+    "_match_rows",
+    "clock_offsets",
+    "_aligned_calls",
+    "collective_ranks",
+    "collective_instances",
+    "step_windows",
+    "operator_compute",
+    "step_overlap",
+    "rank_overlap",
+)
+
+_PREFIX = "_session_"
+
+
+def _definition(name: str) -> str:
+    """The original `CREATE OR REPLACE TEMP MACRO name(rid) AS TABLE ...;` statement of `name`,
+    from the analysis/sql module that defines it."""
+    head = re.compile(rf"^CREATE OR REPLACE TEMP MACRO {re.escape(name)}\(rid\) AS TABLE$", re.M)
+    for text in sql_modules().values():
+        m = head.search(text)
+        if m:
+            end = re.compile(r";\s*$", re.M).search(text, m.end())
+            if end is None:
+                break
+            return text[m.start() : end.end()]
+    raise KeyError(f"analysis/sql: no table macro {name}(rid)")
+
+
+def _table(name: str, rid: int) -> str:
+    return f"{_PREFIX}{name.lstrip('_')}_r{rid}"
+
+
+def _cached_runs(con: duckdb.DuckDBPyConnection, name: str) -> list[int]:
+    """The runs whose `name` is cached on this connection."""
+    like = f"{_PREFIX}{name.lstrip('_')}_r%"
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name LIKE ?", [like]
+    ).fetchall()
+    out = []
+    for (t,) in rows:
+        suffix = t[len(like) - 1 :]
+        if suffix.isdigit():
+            out.append(int(suffix))
+    return sorted(out)
+
+
+def _redefine(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Define `name` as the dispatch over the runs cached now (the original when none)."""
+    original = _definition(name)
+    runs = _cached_runs(con, name)
+    if not runs:
+        con.execute(original)
+        return
+    con.execute(original.replace(f"MACRO {name}(rid)", f"MACRO _uncached_{name}(rid)", 1))
+    ids = ", ".join(str(r) for r in runs)
+    branches = [f"SELECT * FROM {_table(name, r)} WHERE rid = {r}" for r in runs]
+    branches.append(f"SELECT * FROM _uncached_{name}(rid) WHERE rid NOT IN ({ids})")
+    body = "\nUNION ALL\n".join(branches)
+    con.execute(f"CREATE OR REPLACE TEMP MACRO {name}(rid) AS TABLE\n{body};")
+
+
+def _has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    q = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
+    return con.execute(q, [name]).fetchone()[0] > 0
+
+
+@contextmanager
+def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]:
+    """Cache the intermediate tables of run `rid` on `con` for the duration of the block;
+    yields the names of the macros cached by this session (empty when an enclosing session
+    already caches the run)."""
+    rid = int(rid)
+    mine: list[str] = []
+    try:
+        for name in CACHED:
+            if not _has_macro(con, name) or rid in _cached_runs(con, name):
+                continue
+            table = _table(name, rid)
+            try:
+                con.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM {name}({rid})")
+            except duckdb.Error:
+                con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+                continue
+            mine.append(name)
+            _redefine(con, name)
+        yield list(mine)
+    finally:
+        for name in reversed(mine):
+            con.execute(f"DROP TABLE IF EXISTS temp.{_table(name, rid)}")
+            _redefine(con, name)
