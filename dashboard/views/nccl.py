@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import charts, data, session
 from dashboard.ui import md, missing, nccl_hint
+from dashboard.ui import table as ui_table
 
 MAX_DRAWN = 4  # channels drawn per communicator
 
@@ -21,11 +22,13 @@ if not isinstance(n, dict) or not n.get("present"):
 
 
 def table(rows: list | None, key: str) -> None:
-    """Rows as a table (values shown as plain text), or 'none'."""
-    if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, key=key)
+    """Rows as a table without the columns that hold nothing, or 'none' (also when only one
+    column, the row's key, would be left)."""
+    df = pd.DataFrame(rows or []).dropna(axis=1, how="all")
+    if len(df.columns) > 1:
+        ui_table(df, key=key)
     else:
-        st.caption("none")
+        st.caption("none logged")
 
 
 def evidence(ev: dict | None) -> str:
@@ -44,22 +47,23 @@ st.caption(
     f"({lines.get('recognised', 0)} recognised, {lines.get('unknown', 0)} unknown)."
 )
 
+st.subheader("Versions and network")
+gdr = {True: "on", False: "off", None: "not seen"}[n.get("gdr")]
+tcp = (n.get("tcp_fallback") or {}).get("detected")
+nets = ", ".join(str(x.get("network")) for x in n.get("networks") or []) or "none (one node)"
+m1, m2, m3, m4 = st.columns(4)  # one row across the page: values are never cut short
+m1.metric("NCCL", ", ".join(n.get("versions") or []) or "not logged")
+m2.metric("Inter-node network", nets)
+m3.metric("GPU Direct RDMA", gdr)
+m4.metric("TCP fallback", "yes" if tcp else "no")
+if n.get("gdr_evidence"):
+    st.caption("GDR evidence: " + evidence(n["gdr_evidence"]))
 left, right = st.columns(2)
 with left:
-    st.subheader("Versions")
-    st.metric("NCCL", ", ".join(n.get("versions") or []) or "not logged")
+    st.markdown("**Versions per rank**")
     table(n.get("version_by_rank"), "nccl_version_by_rank")
 with right:
-    st.subheader("Network")
-    gdr = {True: "on", False: "off", None: "not seen"}[n.get("gdr")]
-    tcp = (n.get("tcp_fallback") or {}).get("detected")
-    nets = ", ".join(str(x.get("network")) for x in n.get("networks") or []) or "none (one node)"
-    a, b, c = st.columns(3)
-    a.metric("Inter-node network", nets)
-    b.metric("GPU Direct RDMA", gdr)
-    c.metric("TCP fallback", "yes" if tcp else "no")
-    if n.get("gdr_evidence"):
-        st.caption("GDR evidence: " + evidence(n["gdr_evidence"]))
+    st.markdown("**Network interfaces**")
     table(n.get("nics"), "nccl_nics")
 
 st.subheader("Transports")

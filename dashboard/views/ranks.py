@@ -45,10 +45,11 @@ for col, m in zip(st.columns(len(maps)), maps, strict=True):
         key=f"heatmap_{m}",
         where=col,
     )
+st.caption("Distributions over all rank-steps (count of rank-steps per bin).")
 for col, m in zip(st.columns(len(maps)), maps, strict=True):
     plot(
         steps[[m]].dropna(),
-        lambda d, m=m: charts.histogram(d, m, f"Distribution of {METRICS[m]}", METRICS[m]),
+        lambda d, m=m: charts.histogram(d, m, METRICS[m], METRICS[m]),
         f"No {METRICS[m]} to draw.",
         key=f"histogram_{m}",
         where=col,
