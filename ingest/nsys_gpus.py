@@ -44,11 +44,20 @@ def read(ex: Export) -> pa.Table:
     for dev, name, uuid, bus, sms, mem, bw, clock, major, minor in ex.rows(
         f'SELECT {ex.pick(table, *_COLUMNS)} FROM "{table}" ORDER BY 1'
     ):
-        if dev is None or dev in seen:
+        if _fitting(dev, pa.int32()) is None or dev in seen:
             continue
         seen.add(dev)
         cc = f"{major}.{minor}" if major is not None and minor is not None else None
         values = (dev, name, uuid, bus, sms, mem, bw, clock, cc)
-        for f, v in zip(NSYS_GPUS.names, values, strict=True):
-            rows[f].append(v)
+        for f, v in zip(NSYS_GPUS, values, strict=True):
+            rows[f.name].append(_fitting(v, f.type))
     return pa.table(rows, schema=NSYS_GPUS)
+
+
+def _fitting(v: object, t: pa.DataType) -> object:
+    """`v` when it is of type `t` and in its range; else None (these are descriptive facts: a
+    corrupt cell leaves a gap, not a refused file)."""
+    if pa.types.is_string(t):
+        return v if isinstance(v, str) else None
+    bits = t.bit_width - 1
+    return v if type(v) is int and -(1 << bits) <= v < (1 << bits) else None

@@ -227,3 +227,21 @@ def test_nsys_huge_strings_are_cut_when_read(tmp_path: Path) -> None:
     parsed = formats.parse(path)
     names = parsed.tables["activities"]["name"].drop_null().to_pylist()
     assert names and max(map(len, names)) == 4096
+
+
+def test_nsys_gpu_facts_of_the_wrong_type_are_left_out(tmp_path: Path) -> None:
+    # a fuzz find: a blob where TARGET_INFO_GPU holds an integer raised ArrowInvalid
+    import sqlite3
+
+    path = tmp_path / "gpu_blob.sqlite"
+    src = Path(__file__).parent / "data" / "nsys" / "nvfuser_1gpu" / "report2_nsys2024.6.sqlite.gz"
+    path.write_bytes(gzip.decompress(src.read_bytes()))
+    con = sqlite3.connect(path)
+    sms = con.execute("SELECT smCount FROM TARGET_INFO_GPU").fetchone()[0]
+    con.execute("UPDATE TARGET_INFO_GPU SET totalMemory = zeroblob(10), name = zeroblob(4)")
+    con.commit()
+    con.close()
+    gpus = formats.parse(path).tables["nsys_gpus"].to_pylist()
+    assert [(g["sm_count"], g["total_memory_bytes"], g["name"]) for g in gpus] == [
+        (sms, None, None)
+    ]
