@@ -97,33 +97,64 @@ class _Busy:
         return (b - a) - (self._upto(b) - self._upto(a))
 
 
+#: The replay is a Python walk over every call, seven times (one per what-if). A run with more
+#: calls than this (thousands of ranks) is replayed on a sample of its steps, evenly spaced,
+#: as many as fit (at least one); every step of smaller runs (all real sets) is replayed.
+MAX_REPLAY_CALLS = 100_000
+
+
+def _sample_steps(calls_per_step: dict[int, int], budget: int | None = None) -> set[int]:
+    """The steps to replay: all when their calls fit in `budget` (default MAX_REPLAY_CALLS),
+    else k evenly spaced steps (k = as many of the average step as fit, at least 1)."""
+    budget = MAX_REPLAY_CALLS if budget is None else budget
+    steps = sorted(calls_per_step)
+    total = sum(calls_per_step.values())
+    if total <= budget or not steps:
+        return set(steps)
+    k = max(1, min(len(steps), budget * len(steps) // total))
+    return {steps[(2 * i + 1) * len(steps) // (2 * k)] for i in range(k)}
+
+
 def _load(con: duckdb.DuckDBPyConnection, rid: int) -> list[_Step]:
+    return _load_steps(con, rid)[0]
+
+
+def _load_steps(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[_Step], int]:
+    """The steps to replay (all, or the sample of _sample_steps) and the number of steps."""
     wins = con.execute("SELECT * FROM replay_windows(?)", [rid]).df()
     calls = con.execute("SELECT * FROM replay_calls(?)", [rid]).df()
+    calls = calls.dropna(subset=["step"])
+    n_steps = wins["step"].nunique()
+    per_step = calls.groupby("step").size()
+    keep = _sample_steps({int(s): int(n) for s, n in per_step.items()})
+    if len(keep) < len(per_step):  # a sample: only its steps (windows without calls neither)
+        wins = wins[wins["step"].isin(keep)]
+        calls = calls[calls["step"].isin(keep)]
     busy_df = con.execute("SELECT * FROM replay_busy(?)", [rid]).df()
     busy = {
         int(r): _Busy(g["ts"].to_numpy(np.int64), g["dur"].to_numpy(np.int64))
         for r, g in busy_df.groupby("rank", sort=False)
     }
     steps: list[_Step] = []
-    calls = calls.dropna(subset=["step"])
     by_step = {int(s): g for s, g in calls.groupby("step", sort=True)}
     for s, wg in wins.groupby("step", sort=True):
         cg = by_step.get(int(s))
         st = _Step(int(s), {}, {}, {}, {})
+        by_rank: dict[int, pd.DataFrame] = {}
         if cg is not None:
             for ik, last, end in (
                 cg[["ik", "last_ts", "end_ts"]].drop_duplicates("ik").itertuples(index=False)
             ):
                 st.last[int(ik)], st.end[int(ik)] = int(last), int(end)
+            by_rank = {int(r): g for r, g in cg.groupby("rank", sort=False)}
         for w in wg.itertuples(index=False):
             rk = _Rank(int(w.rank), int(w.ts), int(w.ts + w.dur))
             b = busy.get(rk.rank)
-            mine = cg[cg["rank"] == w.rank].sort_values("ts") if cg is not None else None
-            _chain(rk, mine, st, b)
+            mine = by_rank.get(rk.rank)
+            _chain(rk, None if mine is None else mine.sort_values("ts"), st, b)
             st.ranks[rk.rank] = rk
         steps.append(st)
-    return steps
+    return steps, n_steps
 
 
 def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) -> None:
@@ -134,27 +165,32 @@ def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) 
     def idle(a: int, b: int) -> int:
         return busy.idle(a, b) if busy is not None else 0
 
+    ends: list[tuple[int, int]] = []  # (the rank's own end of call j, j), sorted
+
     def dependency(t: int) -> tuple[int, str, int]:
+        # the latest own end e <= t later than the previous arrival (the first call with that
+        # end on ties), else the previous arrival; a sorted list instead of a scan of all calls
         if not rk.calls:
             return rk.start, "window", -1
         best = (rk.calls[-1].arrival, "arrival", len(rk.calls) - 1)
-        for j, c in enumerate(rk.calls):
-            e = st.end[c.ik] + c.end_offset  # the rank's own end of that call
-            if best[0] < e <= t:
-                best = (e, "end", j)
+        i = bisect.bisect_right(ends, (t, len(ends)))
+        if i and ends[i - 1][0] > best[0]:
+            e = ends[i - 1][0]
+            return e, "end", ends[bisect.bisect_left(ends, (e, -1))][1]
         return best
 
     if mine is not None:
-        for ik, ts, te in mine[["ik", "ts", "te"]].itertuples(index=False):
+        cols = (mine[c].tolist() for c in ("ik", "ts", "te"))
+        for ik, ts, te in zip(*cols, strict=True):
             ik, ts = int(ik), int(ts)
             dep_t, dep, prev = dependency(ts)
+            end_offset = int(te) - st.end[ik]
             rk.calls.append(
-                _Call(
-                    rk.rank, ik, ts, dep, prev, max(ts - dep_t, 0), idle(dep_t, ts),
-                    int(te) - st.end[ik],
-                )
-            )  # fmt: skip
-            st.members.setdefault(ik, []).append((rk.rank, len(rk.calls) - 1))
+                _Call(rk.rank, ik, ts, dep, prev, max(ts - dep_t, 0), idle(dep_t, ts), end_offset)
+            )
+            j = len(rk.calls) - 1
+            bisect.insort(ends, (st.end[ik] + end_offset, j))
+            st.members.setdefault(ik, []).append((rk.rank, j))
     dep_t, rk.tail_dep, rk.tail_prev = dependency(rk.end)
     rk.tail_gap = max(rk.end - dep_t, 0)
     rk.tail_idle = idle(dep_t, rk.end)
@@ -287,6 +323,8 @@ class ReplayResult:
     replayed_ns: float
     whatifs: pd.DataFrame  # key, label, step_ns, saving_ns, saving_share (ranked)
     per_step: pd.DataFrame  # rank, step, measured_ns, replayed_ns (unchanged)
+    steps_replayed: int = 0  # steps replayed (all, or a sample: MAX_REPLAY_CALLS)
+    steps_total: int = 0  # steps of the run with a window
 
 
 def replay_run(
@@ -298,7 +336,7 @@ def replay_run(
 ) -> ReplayResult | None:
     """Replay run `rid` unchanged and under the standard what-ifs; None when the run has no
     steps with collective barriers to replay."""
-    steps = _load(con, rid)
+    steps, n_steps = _load_steps(con, rid)
     if not steps or not any(st.members for st in steps):
         return None
     results = {}
@@ -320,7 +358,7 @@ def replay_run(
     ]
     table = pd.DataFrame(rows, columns=["key", "label", "step_ns", "saving_ns", "saving_share"])
     table = table.sort_values("saving_ns", ascending=False, kind="stable").reset_index(drop=True)
-    return ReplayResult(measured, base, table, per_step)
+    return ReplayResult(measured, base, table, per_step, len(steps), n_steps)
 
 
 def replay_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
@@ -357,4 +395,6 @@ def replay_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
         "replay_error": err,
         "fixed_ranks": flagged or ([top] if top is not None else []),
         "whatifs": whatifs,
+        "steps_replayed": res.steps_replayed,
+        "steps_total": res.steps_total,
     }

@@ -1,0 +1,89 @@
+"""The run's analysis session (analysis/session.py) changes how often the heavy macros run, never
+their answers: every cached macro gives the same rows inside a session as outside, another run
+of the store is unaffected, sessions nest, and the macros are restored on exit. The what-if
+replay of a run with more calls than its budget replays evenly spaced steps."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import memory_store
+from synthetic_traces import Scenario, insert_run, simulate
+
+from analysis import replay
+from analysis.session import CACHED, run_session
+
+RUNS = {
+    "a": Scenario(hosts=2, ranks_per_host=3, steps=4, straggler=4, clock_offsets_us=(0, 900.0)),
+    "b": Scenario(hosts=3, ranks_per_host=2, steps=3, mode="late", straggler=1, seed=2),
+}
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = memory_store()
+    for name, scn in RUNS.items():
+        insert_run(c, name, simulate(scn))
+    return c
+
+
+def rows(con, macro: str, rid: int) -> pd.DataFrame:
+    return con.execute(f"SELECT * FROM {macro}(?) ORDER BY ALL", [rid]).df()
+
+
+def definitions(con) -> dict[str, str]:
+    q = "SELECT function_name, macro_definition FROM duckdb_functions() WHERE function_name = ?"
+    return {m: con.execute(q, [m]).fetchone()[1] for m in CACHED}
+
+
+@pytest.mark.parametrize("macro", CACHED)
+def test_cached_macros_answer_as_without_a_session(con, macro):
+    before = {rid: rows(con, macro, rid) for rid in (1, 2)}
+    assert len(before[1]) > 0 and len(before[2]) > 0
+    with run_session(con, 1) as cached:
+        assert macro in cached
+        for rid in (1, 2):  # run 2 is not cached: its answer comes from the original macro
+            pd.testing.assert_frame_equal(rows(con, macro, rid), before[rid])
+        with run_session(con, 2) as inner, run_session(con, 1) as again:
+            assert macro in inner and again == []  # run 1 is cached already
+            for rid in (1, 2):
+                pd.testing.assert_frame_equal(rows(con, macro, rid), before[rid])
+        pd.testing.assert_frame_equal(rows(con, macro, 2), before[2])
+
+
+def test_macros_and_tables_restored_on_exit(con):
+    original = definitions(con)
+    with run_session(con, 1):
+        assert definitions(con)["collective_ranks"] != original["collective_ranks"]
+    assert definitions(con) == original
+    left = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_session_%'"
+    ).fetchone()[0]
+    assert left == 0
+
+
+def test_a_session_of_a_run_without_rows_answers_nothing_and_leaves_others(con):
+    before = rows(con, "collective_ranks", 1)
+    with run_session(con, 99) as cached:  # no such run: every macro answers with no rows
+        assert set(cached) <= set(CACHED)
+        assert con.execute("SELECT count(*) FROM collective_ranks(99)").fetchone()[0] == 0
+        pd.testing.assert_frame_equal(rows(con, "collective_ranks", 1), before)
+
+
+def test_sample_steps_all_when_within_budget_else_evenly_spaced():
+    per_step = {s: 100 for s in range(10)}
+    assert replay._sample_steps(per_step, budget=1000) == set(range(10))
+    picked = sorted(replay._sample_steps(per_step, budget=300))  # room for 3 steps of 100
+    assert len(picked) == 3 and picked[0] >= 1 and picked[-1] <= 8
+    assert min(b - a for a, b in zip(picked, picked[1:], strict=False)) >= 3  # spread out
+    assert len(replay._sample_steps(per_step, budget=10)) == 1  # never none
+
+
+def test_replay_of_a_sampled_run_uses_only_the_sample(con, monkeypatch):
+    full = replay.replay_section(con, 1)
+    assert full["steps_replayed"] == full["steps_total"] == RUNS["a"].steps
+    # 6 ranks x 6 collectives per step = 36 calls a step; room for 2 of the 4 steps
+    monkeypatch.setattr(replay, "MAX_REPLAY_CALLS", 2 * 36)
+    part = replay.replay_section(con, 1)
+    assert part["steps_replayed"] == 2 and part["steps_total"] == RUNS["a"].steps
+    assert {w["key"] for w in part["whatifs"]} == {w["key"] for w in full["whatifs"]}
