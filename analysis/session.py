@@ -40,6 +40,10 @@ CACHED = (
     "operator_compute",
     "step_overlap",
     "rank_overlap",
+    "step_decomposition",
+    "rank_decomposition",
+    "run_summary",
+    "_straggler_levels",
 )
 
 _PREFIX = "_session_"
