@@ -105,7 +105,9 @@ FROM f;
 --             with any waiting; units are the instances of a step (level 'step'), and the
 --             steps of the run (level 'run') when >= straggler_min_units() steps have waiting,
 --             else the run's instances.
--- Algorithm: caused per (unit, rank) / caused per unit; mean and sample sd per rank.
+-- Algorithm: caused per (unit, rank) / caused per unit; mean and sample sd per rank (summed
+-- in unit order, so that the figures do not change in the last digit from one run to the next
+-- with the order in which threads combine their partial sums).
 CREATE OR REPLACE TEMP MACRO _straggler_units(r) AS TABLE
 WITH by_inst AS (
     SELECT step, ik AS unit, rank, sum(caused_ns) AS c FROM query_table(r) GROUP BY ALL
@@ -130,8 +132,8 @@ s AS (
     FROM u
     QUALIFY sum(c) OVER (PARTITION BY level, step, unit) > 0
 )
-SELECT level, step, rank, count(*) AS n_units, avg(share) AS mean_share,
-    coalesce(stddev_samp(share), 0) AS sd_share
+SELECT level, step, rank, count(*) AS n_units, avg(share ORDER BY unit) AS mean_share,
+    coalesce(stddev_samp(share ORDER BY unit), 0) AS sd_share
 FROM s
 GROUP BY level, step, rank;
 
