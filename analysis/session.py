@@ -69,16 +69,12 @@ def _table(name: str, rid: int) -> str:
 
 def _cached_runs(con: duckdb.DuckDBPyConnection, name: str) -> list[int]:
     """The runs whose `name` is cached on this connection."""
-    like = f"{_PREFIX}{name.lstrip('_')}_r%"
+    prefix = f"{_PREFIX}{name.lstrip('_')}_r"
     rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name LIKE ?", [like]
+        "SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, ?)",
+        [prefix],
     ).fetchall()
-    out = []
-    for (t,) in rows:
-        suffix = t[len(like) - 1 :]
-        if suffix.isdigit():
-            out.append(int(suffix))
-    return sorted(out)
+    return sorted(int(t[len(prefix) :]) for (t,) in rows if t[len(prefix) :].isdigit())
 
 
 def _redefine(con: duckdb.DuckDBPyConnection, name: str) -> None:
