@@ -17,9 +17,9 @@ CAUSE_MIN_SHARE = 0.10
 
 #: A rank is a straggler when its share of the waiting beats the fair share 1/n with a
 #: one-sided t statistic of at least this, over the units (steps, or instances) of the scope.
-#: On real 2–4 rank gloo runs made here, injected stragglers scored 6.2–604 and runs without one
-#: at most 2.4.
-STRAGGLER_MIN_T = 4.0
+#: On real 2–4 rank gloo runs made here, injected stragglers scored 6.2–604 and the 10 runs
+#: without one at most 4.8 (a rank the loaded machine itself kept late, 22 % of the time).
+STRAGGLER_MIN_T = 5.0
 
 #: … over at least this many units (a t statistic over fewer is meaningless).
 STRAGGLER_MIN_UNITS = 3

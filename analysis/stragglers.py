@@ -11,6 +11,7 @@ import json
 import duckdb
 import pandas as pd
 
+from analysis.policy import STRAGGLER_MIN_T
 from analysis.units import NS_PER_MS
 
 #: Report fields per rank: JSON key → straggler_ranks column (ns columns become ms).
@@ -87,7 +88,7 @@ def verdict(ranks: pd.DataFrame) -> str:
         f"consistently; the most, rank {top['rank']}, causes "
         f"{100 * _num(top.get('mean_share')):.0f}% on average over "
         f"{int(_num(top.get('n_units')))} units (t = {_fmt(top.get('consistency_t'))}, flagged "
-        f"from 4), last in {top['n_last']}/{top['n_instances']}, "
+        f"from {STRAGGLER_MIN_T:g}), last in {top['n_last']}/{top['n_instances']}, "
         f"{100 * _num(top['cost_share']):.1f}% of all ranks' time"
     )
 

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\nValidation: 'straggler fixed' replayed on the straggler run vs the run made"
                   " without it (same job, back to back)")  # fmt: skip
             print(f"{'pair':28s} {'straggler run':>14s} {'predicted':>10s} {'measured':>9s} "
-                  f"{'error':>7s}")  # fmt: skip
+                  f"{'error':>7s} {'saving':>7s} {'injected':>9s}")  # fmt: skip
             errs = []
             for d in pairs:
                 truth = json.loads((d / "straggler" / "ground_truth.json").read_text())
@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
                 base = job_measured(con, run_id(con, f"{d.name}/baseline"))
                 err = (fix["step_ms"] - base) / base
                 errs.append(abs(err))
+                injected = sorted(truth["injected_delay_ms"])[len(truth["injected_delay_ms"]) // 2]
                 print(
                     f"{d.name:28s} {r['measured_step_ms']:14.2f} {fix['step_ms']:10.2f} "
-                    f"{base:9.2f} {100 * err:+6.1f}%  (straggler rank {truth['straggler_rank']},"
-                    f" fixed {r['fixed_ranks']})"
+                    f"{base:9.2f} {100 * err:+6.1f}% {fix['saving_ms']:7.1f} {injected:9.1f}  "
+                    f"(straggler rank {truth['straggler_rank']}, fixed {r['fixed_ranks']})"
                 )
             print(f"largest |error|: {100 * max(errs):.1f}%")
         con.close()
