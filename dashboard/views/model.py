@@ -46,6 +46,31 @@ SWEEPS = {
 
 v = session.current_run()
 st.header(f"Model and what-if — {md(v.run)}")
+
+replay = v.report.get("replay") or {}
+st.subheader("Replay of the measured run")
+if replay.get("available"):
+    st.caption(
+        f"The run's own timeline replayed: {fmt_ms(replay['measured_step_ms'])} measured, "
+        f"{fmt_ms(replay['replayed_step_ms'])} replayed ({md(replay['statistic'])}). Each row "
+        "changes one thing; the α-β what-ifs below change the job instead."
+    )
+    rows = pd.DataFrame(replay["whatifs"])
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "what if": rows["label"],
+                "step": rows["step_ms"].map(fmt_ms),
+                "saving": rows["saving_ms"].map(fmt_ms),
+                "saving (%)": rows["saving_pct"].map(lambda p: f"{p:.0f}%"),
+            }
+        ),
+        hide_index=True,
+        key="model_replay",
+    )
+else:
+    st.caption(f"No replay: {md(replay.get('reason') or 'not available for this run')}.")
+
 model = v.report.get("model")
 if not isinstance(model, dict) or not model.get("predicted"):
     status = model.get("status") if isinstance(model, dict) else None
