@@ -7,7 +7,6 @@ capabilities add their section there.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -26,7 +25,7 @@ from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
 from analysis.session import run_session
 from analysis.stragglers import stragglers_section
-from analysis.summary import decomposition_section, summary_section
+from analysis.summary import decomposition_section, json_value, summary_section
 
 NS_PER_MS = 1e6
 _log = logging.getLogger("commwall.report")
@@ -47,23 +46,12 @@ _STEP_COLS = {"rank": "rank", "step": "step", "step_ms": "span_ns", **_RANK_COLS
 del _STEP_COLS["span_ms"]
 
 
-def _clean(v: Any) -> Any:
-    """JSON-safe scalar: numpy → Python, NaN → None."""
-    if v is None or v is pd.NA:
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def _records(df: pd.DataFrame, cols: dict[str, str]) -> list[dict]:
     out = []
     for row in df.to_dict("records"):
         rec = {}
         for key, col in cols.items():
-            v = _clean(row[col])
+            v = json_value(row[col])
             rec[key] = v / NS_PER_MS if key.endswith("_ms") and v is not None else v
         out.append(rec)
     return out

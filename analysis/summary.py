@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import duckdb
+import pandas as pd
 
 from analysis.units import NS_PER_MS
 
@@ -31,14 +32,18 @@ PART_LABELS: dict[str, str] = {
 }
 
 
-def _num(v: Any) -> Any:
-    if v is None:
+def json_value(v: Any) -> Any:
+    """JSON-safe scalar: numpy → Python, NaN and pandas' NA → None."""
+    if v is None or v is pd.NA:
         return None
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and math.isnan(v):
         return None
     return v
+
+
+_num = json_value
 
 
 def _ms(v: Any) -> float | None:
