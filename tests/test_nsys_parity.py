@@ -82,7 +82,16 @@ def test_cli_report_is_the_same_for_kineto_and_nsys(
     kin = cli_report(capsys, db_path, "k", write_kineto(spec, tmp_path / "kineto"))
     nsys = cli_report(capsys, db_path, "n", [write_nsys(spec, tmp_path / "n.sqlite")])
     assert nsys["ranks"] == kin["ranks"] and nsys["steps"] == kin["steps"]
-    assert nsys["summary"] == kin["summary"]
+    # the split of exposed communication into waiting and transfer depends on the clocks: the
+    # nsys export puts both ranks on one host (one clock), the Kineto files name no host (a clock
+    # per rank, aligned on collective ends); everything else is the same
+    split = ("exposed_wait_ms", "exposed_transfer_ms")
+    assert {k: v for k, v in nsys["summary"].items() if k not in split} == {
+        k: v for k, v in kin["summary"].items() if k not in split
+    }
+    assert sum(nsys["summary"][k] for k in split) == pytest.approx(
+        sum(kin["summary"][k] for k in split)
+    )
     assert len(nsys["steps"]) == 2 * 3
     assert nsys["run_info"]["files"] == {"nsys": 1} and kin["run_info"]["files"] == {"kineto": 2}
 
