@@ -9,7 +9,10 @@ trace, so there the numbers differ by definition (see test_multi_step_definition
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 from conftest import DATA, DLRM
@@ -20,10 +23,26 @@ from dashboard.cli import main
 hta = pytest.importorskip("hta.trace_analysis")
 
 
+_HTA = """
+import json, sys
+from hta.trace_analysis import TraceAnalysis
+df = TraceAnalysis(trace_dir=sys.argv[1]).get_comm_comp_overlap(visualize=False)
+print(json.dumps({int(r): float(p) for r, p in zip(df["rank"], df["comp_comm_overlap_pctg"])}))
+"""
+
+
 def hta_overlap(trace_dir):
-    ta = hta.TraceAnalysis(trace_dir=str(trace_dir))
-    df = ta.get_comm_comp_overlap(visualize=False)
-    return dict(zip(df["rank"], df["comp_comm_overlap_pctg"], strict=True))
+    """HTA's figures, computed in a fresh interpreter: HTA forks a process per rank, and forking
+    this test process (which holds DuckDB and Arrow thread pools from earlier tests) can crash
+    the children and leave the pool waiting forever."""
+    out = subprocess.run(
+        [sys.executable, "-c", _HTA, str(trace_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return {int(k): v for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
 
 
 def our_ranks(tmp_path, src, capsys):
