@@ -193,10 +193,16 @@ def diagnose(report: dict) -> dict:
     ranked = sorted(CAUSES, key=lambda k: -shares[k])
     big = [k for k in ranked if shares[k] >= policy.CAUSE_MIN_SHARE]
     comm_parts = ("exposed_transfer_ms", "exposed_wait_ms")
-    if wall and not any(k in big for k in comm_parts):
+    marginal = wall and not any(k in big for k in comm_parts)
+    if marginal:
         # a wall made of both together: name the larger of the two first
         big.insert(0, max(comm_parts, key=lambda k: shares[k]))
     cause, label = CAUSES[big[0]] if big else COMPUTE
+    if marginal:
+        label = (
+            "at the wall's edge: transfer and waiting together pass the line, neither alone "
+            "does, and compute dominates the step"
+        )
     culprits = _culprits(report)
     n_steps = (report.get("run_info") or {}).get("n_steps")
     scope = "step" if s.get("scope") == "steps" else "trace span per rank"
@@ -246,8 +252,15 @@ def diagnose(report: dict) -> dict:
     if pred:
         sentences.append(pred)
     if stop:
-        sentences.insert(0, stop + " Before it stopped:")
-        cause, label, big = "hang", "hung: a collective never completed", ["hang", *big]
+        # the traces end inside the hung collective: its time until the timeout counts as
+        # communication, so their parts say nothing about bandwidth or waiting
+        sentences = [
+            stop,
+            f"The traces end in the hung collective (its time until the timeout counts as "
+            f"communication: {_f(comm)} of the {_f(step)} {scope}), so their figures are no "
+            "diagnosis of bandwidth or waiting; fix the hang first.",
+        ]
+        cause, label, big = "hang", "hung: a collective never completed", ["hang"]
     paragraph = " ".join(x for x in sentences if x)
     return {
         "available": True,

@@ -137,6 +137,8 @@ def test_a_hung_run_leads_with_the_hang(tmp_path):
     assert d["cause"] == "hang" and d["paragraph"].startswith("The job hung.")
     assert f"rank {truth['culprit_rank']} never entered it" in d["paragraph"]
     assert f"seq {truth['hang_seq']}" in d["paragraph"]
+    # the traces end inside the hung all_gather: its wait until the timeout is no bandwidth wall
+    assert "bandwidth-bound" not in d["paragraph"] and d["causes"] == ["hang"]
 
 
 def test_a_watchdog_log_alone_says_the_job_stopped(tmp_path):
