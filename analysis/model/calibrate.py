@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.model.busbw import busbw_factor, ring_steps
-from analysis.model.collectives import Link, Topology
+from analysis.model.collectives import OPS, Link, Topology
 from analysis.model.fit import LinkFit, clean, to_link
 from analysis.model.heldout import cross_validated_ape
 from analysis.model.heldout import status as heldout_status
@@ -25,17 +25,7 @@ from analysis.model.scenario import Scenario
 
 #: Ops with a bus-bandwidth convention (every collective kind and point-to-point); barrier
 #: and unknown ops are not fitted.
-FITTED_OPS = (
-    "allreduce",
-    "reduce_scatter",
-    "allgather",
-    "alltoall",
-    "broadcast",
-    "reduce",
-    "send",
-    "recv",
-    "sendrecv",
-)
+FITTED_OPS = OPS
 
 
 #: Above this many rows the held-out error is measured on a seeded sample of this size.
