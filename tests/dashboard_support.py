@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -138,7 +139,9 @@ def open_page(page, title: str, timeout: float = 60_000) -> float:
     returns the seconds it took."""
     t = time.perf_counter()
     page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
-    heading = title.split()[0]
+    # The page's own header ("Hang — run"), not any heading that happens to contain the
+    # word: the previous page's stale elements stay on screen until the new run replaces them.
+    heading = re.compile(r"^\s*" + re.escape(title.split()[0]) + r"\b")
     page.get_by_test_id("stHeading").filter(has_text=heading).first.wait_for(timeout=timeout)
     settle(page, timeout)
     return time.perf_counter() - t

@@ -48,6 +48,8 @@ def test_hang_page_in_the_browser(tmp_path):
             assert page.get_by_test_id("stException").count() == 0
             alerts = page.get_by_test_id("stAlert").all_inner_texts()
             assert any(verdict in a for a in alerts), alerts
+            page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=60_000)
+            settle(page)
             assert page.get_by_test_id("stVegaLiteChart").count() == 1
             assert_charts_fit(page, "hang")
             page.screenshot(path=str(ARTIFACTS / "hang.png"), full_page=True)
