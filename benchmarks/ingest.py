@@ -155,7 +155,7 @@ def main() -> None:
                 cmd = [sys.executable, __file__, "--make", kind, str(k), str(d)]
                 subprocess.run(cmd, check=True)
             mb = sum(f.stat().st_size for f in d.iterdir()) / 1e6  # as stored (gzip: compressed)
-            cw = [sys.executable, "-m", "dashboard", "ingest", str(d), "--quiet", "--db"]
+            cw = [sys.executable, "-m", "cli", "ingest", str(d), "--quiet", "--db"]
             wall, rss = measure(lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")])
             rows.append(("commwall", label, mb, wall, rss))
             if hta_ok:

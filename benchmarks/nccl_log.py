@@ -33,7 +33,7 @@ import json, resource, sys, time
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-from ingest.nccl_log import parse
+from ingest.formats.nccl_log import parse
 t1, c1 = time.perf_counter(), cpu()
 p = parse(sys.argv[1])
 t2, c2 = time.perf_counter(), cpu()

@@ -2,7 +2,7 @@
 synthetic exports scaled up with the test generator (tests/nsys_synth.py).
 
 Each measurement runs in a fresh process; peak RSS is taken from outside (os.wait4), and the
-parse time (pure `ingest.formats.parse`, no store) is printed by the child. Rows/s counts the
+parse time (pure `ingest.formats.registry.parse`, no store) is printed by the child. Rows/s counts the
 rows read from the export's activity tables (kernels, memcpy, memset, runtime calls, NVTX).
 Usage:
 
@@ -32,7 +32,7 @@ SOURCE_TABLES = (
 )
 CHILD = """
 import json, sys, time
-from ingest import formats
+from ingest.formats import registry as formats
 t, c = time.perf_counter(), time.process_time()
 p = formats.parse(sys.argv[1])
 wall, cpu = time.perf_counter() - t, time.process_time() - c
@@ -73,7 +73,7 @@ def bench(label: str, path: Path, rows_in: int, repeat: int, tmp: Path) -> None:
         rows_out = got["rows_out"]
     db = tmp / f"{label}.duckdb"
     wall, ingest_rss, _ = run(
-        [sys.executable, "-m", "dashboard.cli", "ingest", str(path), "--db", str(db), "--quiet"]
+        [sys.executable, "-m", "cli.main", "ingest", str(path), "--db", str(db), "--quiet"]
     )
     size = path.stat().st_size / 2**20
     print(
@@ -91,7 +91,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from nsys_synth import make_spec, write_nsys  # noqa: PLC0415 (test helper, path set above)
 
-    _, base_rss, _ = run([sys.executable, "-c", "import ingest.formats, pyarrow.compute"])
+    _, base_rss, _ = run([sys.executable, "-c", "import ingest.formats.registry, pyarrow.compute"])
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
         f"RSS after imports alone: {base_rss:.0f} MiB"

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dashboard.database import StoreFile
-from ingest import formats, store
+from ingest import store
 from ingest.errors import IngestError
+from ingest.formats import registry as formats
 from ingest.parsed import Parsed
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -11,7 +11,8 @@ from ingest.sources import DEFAULT_MAX_BYTES
 class ParseOptions:
     """`rank`: rank for a file that does not say; `comm_patterns`: extra communication-kernel
     regexes; `max_bytes`: cap on a file's decompressed size; `rank_map`: process → rank
-    overrides (`"pid=rank"`, `"host:pid=rank"` or `"device:id=rank"`; see ingest/nsys_ranks.py);
+    overrides (`"pid=rank"`, `"host:pid=rank"` or `"device:id=rank"`; see
+    ingest/formats/nsys/ranks.py);
     `step_regex`: NVTX range names that mark training steps (one capture group: the step
     number); `jobs`: processes that may decode one large file (0: automatic, 1: this one).
     """

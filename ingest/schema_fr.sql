@@ -1,4 +1,4 @@
--- PyTorch Flight Recorder dumps (format flight_recorder; parser ingest/flight_recorder.py,
+-- PyTorch Flight Recorder dumps (format flight_recorder; parser ingest/formats/flight_recorder.py,
 -- guide docs/hangs.md). One dump per rank, JSON or pickle; every table starts with
 -- (run_id, file_id) and names the rank whose dump the row comes from. Times are int64 ns since
 -- the Unix epoch; NULL when the dump did not record them (gloo records no start/end times).

@@ -1,4 +1,4 @@
--- Nsight Systems only (ingest/nsys.py). Canonical data from nsys exports lands in the core
+-- Nsight Systems only (ingest/formats/nsys/reader.py). Canonical data from nsys exports lands in the core
 -- tables of schema.sql; these tables keep what only nsys knows.
 
 -- The GPUs an nsys export describes (TARGET_INFO_GPU), one row per device id of the file.

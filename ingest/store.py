@@ -20,8 +20,9 @@ from typing import Any
 
 import duckdb
 
-from ingest import forked, formats, parallel
 from ingest.errors import IngestError
+from ingest.exec import forked, parallel
+from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
 from ingest.schema import SCHEMA_VERSION, ddl

@@ -89,7 +89,7 @@ def overview_metrics(s: dict) -> dict[str, str]:
 def commwall_cmd() -> list[str]:
     """How to start the `commwall` CLI of this environment."""
     exe = Path(sys.executable).with_name("commwall")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dashboard"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "cli"]
 
 
 class Server:

@@ -12,7 +12,9 @@ import duckdb
 
 from analysis import db
 from analysis.report import build_report
-from ingest import cluster, distributed, formats, store
+from ingest import store
+from ingest.exec import cluster, distributed
+from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
 

@@ -20,7 +20,7 @@ SAMPLES = ROOT / "sample_traces"
 
 def cli(*argv: str) -> list[str]:
     """The command line running `commwall ARGV` with this interpreter."""
-    return [sys.executable, "-m", "dashboard.cli", *argv]
+    return [sys.executable, "-m", "cli.main", *argv]
 
 
 def snapshot(db: Path, run: str) -> list[tuple]:

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from conftest import DLRM
 
-from dashboard.cli import main
+from cli.main import main
 
 GOOD = sorted(DLRM.glob("*.gz"))
 

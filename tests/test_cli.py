@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import DLRM, SAMPLES
 
-from dashboard.cli import build_parser, main
+from cli.main import build_parser, main
 
 RANK_KEYS = {
     "rank", "tau_comp_ms", "tau_comm_ms", "overlap_ms", "eta", "gamma",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import DLRM
 
-from dashboard.cli import main
+from cli.main import main
 
 
 @pytest.fixture(scope="module")

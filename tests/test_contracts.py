@@ -1,5 +1,6 @@
-"""The layering, checked on the source with `ast`: ingest knows nothing of analysis or the
-dashboard; analysis reads only the database (no ingest, no dashboard, no CLI); the dashboard's
+"""The layering, checked on the source with `ast`: ingest knows nothing of analysis, the
+dashboard or the CLI; analysis reads only the database (no ingest, no dashboard, no CLI); the
+dashboard does not import the CLI (the CLI starts the dashboard, not the reverse); the dashboard's
 pages hold no SQL and open no database connection of their own. Imports inside functions and
 `importlib.import_module("…")` with a literal name count like top-level imports."""
 
@@ -14,8 +15,9 @@ from conftest import ROOT
 
 #: package → top-level packages of this project it must never import.
 FORBIDDEN = {
-    "ingest": {"analysis", "dashboard"},
-    "analysis": {"ingest", "dashboard"},
+    "ingest": {"analysis", "dashboard", "cli"},
+    "analysis": {"ingest", "dashboard", "cli"},
+    "dashboard": {"cli"},
 }
 PAGES = ROOT / "dashboard" / "views"
 #: A string that reads as SQL: a statement keyword followed later by a clause keyword.

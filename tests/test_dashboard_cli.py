@@ -12,8 +12,8 @@ from conftest import DLRM, ROOT, SAMPLES
 from dashboard_support import ingest_dir, report_of
 
 from analysis.db import open_db
-from dashboard.cli import main
-from dashboard.commands import serve
+from cli.commands import serve
+from cli.main import main
 from dashboard.export import postmortem, render_html, render_markdown
 
 EVIL = "<script>alert(1)</script> **x** | y"

@@ -12,7 +12,7 @@ from kineto_truth import arrivals, collective_starts, events
 
 from analysis.db import open_db, run_id
 from analysis.report import build_report
-from dashboard.text_report import render_text
+from cli.text_report import render_text
 from ingest import discover, store
 
 SETS = (DLRM, SAMPLES / "gloo_4rank_compute", SAMPLES / "gloo_4rank_sleep")

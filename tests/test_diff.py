@@ -15,7 +15,7 @@ from nccl_log_gen import Job, make_log
 from analysis import noise
 from analysis.api import Store
 from analysis.diff import RunFacts, diff_tables, regressions
-from dashboard.cli import main
+from cli.main import main
 from ingest import discover, store
 
 # --- the noise test -------------------------------------------------------------------------

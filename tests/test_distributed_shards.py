@@ -1,4 +1,4 @@
-"""The worker tasks (ingest/shard_writer.py) on their own: layout, failures as data, merging."""
+"""The worker tasks (ingest/exec/shard_writer.py) on their own: layout, failures as data, merging."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from conftest import DLRM
 from distributed_helpers import contents, only_listed_on_disk
 
-from ingest import distributed, shard_writer, store
-from ingest.shard_writer import Shard, ShardJob, merge_groups, parse_to_shards
+from ingest import store
+from ingest.exec import distributed, shard_writer
+from ingest.exec.shard_writer import Shard, ShardJob, merge_groups, parse_to_shards
 from ingest.sources import sha256_of
 
 pytest_plugins = ["distributed_fixtures"]

@@ -12,7 +12,8 @@ from distributed_helpers import contents, ingest_local
 
 from analysis import db
 from analysis.shards import attach
-from ingest import distributed, store
+from ingest import store
+from ingest.exec import distributed
 from ingest.schema import ddl
 
 GLOO = SAMPLES / "gloo_4rank_compute"

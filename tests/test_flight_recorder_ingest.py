@@ -11,8 +11,10 @@ import pickletools
 
 import pytest
 
-from ingest import flight_recorder, formats, safe_pickle, store
+from ingest import safe_pickle, store
 from ingest.errors import IngestError
+from ingest.formats import flight_recorder
+from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 from tests.conftest import SAMPLES
 

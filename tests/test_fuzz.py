@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest import formats
+from ingest.formats import registry as formats
 from tests import fuzzing
 
 

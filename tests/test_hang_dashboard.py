@@ -11,8 +11,8 @@ from conftest import SAMPLES
 from dashboard_support import ingest_dir, report_of
 from test_dashboard_apptest import app, fresh_caches, table, texts, upload  # noqa: F401 (fixture)
 
+from cli.main import main
 from dashboard import nav
-from dashboard.cli import main
 from dashboard.ui import md
 
 TRUTH = json.loads((SAMPLES / "fr_skip" / "ground_truth.json").read_text())

@@ -12,7 +12,8 @@ import pytest
 
 from analysis.db import load_modules, run_id
 from analysis.hang import hang_section
-from ingest import discover, flight_recorder, store
+from ingest import discover, store
+from ingest.formats import flight_recorder
 from tests.conftest import SAMPLES
 
 SETS = ("fr_skip", "fr_op", "fr_size", "fr_dtype", "fr_skip_pickle")

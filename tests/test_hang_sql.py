@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from analysis.hang import hang_section
-from ingest.flight_recorder import SCHEMAS
+from ingest.formats.flight_recorder import SCHEMAS
 from tests.conftest import memory_store
 
 RID = 1

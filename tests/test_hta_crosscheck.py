@@ -18,7 +18,7 @@ import pytest
 from conftest import DATA, DLRM
 
 from analysis import db
-from dashboard.cli import main
+from cli.main import main
 
 hta = pytest.importorskip("hta.trace_analysis")
 

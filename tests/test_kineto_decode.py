@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import DATA, SAMPLES
 
-from ingest import forked, kineto, kineto_events
 from ingest.errors import IngestError
+from ingest.exec import forked
+from ingest.formats.kineto import events as kineto_events
+from ingest.formats.kineto import reader as kineto
 from ingest.parsed import Parsed
 
 REAL = sorted(DATA.glob("kineto/*/*.json.gz")) + [

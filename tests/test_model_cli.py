@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dashboard.cli import main
+from cli.main import main
 
 BASE = ["model", "--params", "7e9", "--dtype", "bf16", "--gpus", "8", "--link", "400Gbps"]
 

@@ -9,9 +9,9 @@ import duckdb
 import pytest
 from nccl_log_gen import Job, make_log
 
-from dashboard.cli import main
+from cli.main import main
 from ingest.errors import IngestError
-from ingest.nccl_log import parse
+from ingest.formats.nccl_log import parse
 
 LOG = make_log(Job(version="2.24.3", nodes=1, gpus=2, network="nvlink", colls=5))
 

@@ -8,10 +8,10 @@ import pytest
 from nccl_log_gen import Job, make_log
 
 from analysis.nccl import empty_section
-from dashboard.cli import main
-from dashboard.commands._output import fmt_table
+from cli.commands._output import fmt_table
+from cli.main import main
+from cli.text_report import render_text
 from dashboard.nccl_text import ranges
-from dashboard.text_report import render_text
 
 JOB = Job(
     version="2.24.3", nodes=2, gpus=2, colls=12, warn_rank=1, timeout_culprit=3, launcher="srun"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.nccl_log.parser import LogParser
-from ingest.nccl_log.prefix import outer
-from ingest.nccl_log.torch_lines import classify
+from ingest.formats.nccl_log.parser import LogParser
+from ingest.formats.nccl_log.prefix import outer
+from ingest.formats.nccl_log.torch_lines import classify
 
 P = "node01:4100:4100 [0] NCCL INFO "
 

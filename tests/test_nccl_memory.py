@@ -12,7 +12,7 @@ from nccl_log_gen import Job, make_log
 
 CHILD = """
 import json, resource, sys
-from ingest.nccl_log import parse
+from ingest.formats.nccl_log import parse
 p = parse(sys.argv[1])
 print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "colls": p.tables["nccl_colls"].num_rows, "lines": p.detail["lines"]}))

@@ -7,7 +7,7 @@ import pytest
 
 from analysis.db import load_modules
 from ingest import store
-from ingest.nccl_log.tables import SCHEMAS
+from ingest.formats.nccl_log.tables import SCHEMAS
 
 RID = 1
 

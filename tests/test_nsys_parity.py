@@ -20,8 +20,9 @@ from nsys_synth import (
 
 from analysis.db import open_db, run_id
 from analysis.report import ranks_section, steps_section
-from dashboard.cli import main
-from ingest import formats, store
+from cli.main import main
+from ingest import store
+from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 
 

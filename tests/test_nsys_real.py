@@ -14,7 +14,8 @@ from nsys_synth import length, overlap, union
 
 from analysis import db
 from analysis.report import ranks_section, run_section, summary_section
-from ingest import formats, store
+from ingest import store
+from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 
 NSYS = DATA / "nsys"

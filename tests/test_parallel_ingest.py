@@ -9,9 +9,10 @@ import shutil
 import pytest
 from conftest import DLRM, SAMPLES
 
-from dashboard.cli import main
-from ingest import parallel, store
+from cli.main import main
+from ingest import store
 from ingest.errors import IngestError
+from ingest.exec import parallel
 from ingest.options import ParseOptions
 
 FILES = sorted(DLRM.glob("*.gz")) + sorted((SAMPLES / "gloo_4rank_compute").glob("*.gz"))[:1]

@@ -13,7 +13,7 @@ from conftest import DLRM, SAMPLES
 
 from analysis import db, overlap
 from analysis.perfetto import CAT_FLOW, CAT_TRANSFER, CAT_WAIT, COLLECTIVES_TID, merged_trace
-from dashboard.cli import main
+from cli.main import main
 from ingest import discover, store
 
 GLOO = SAMPLES / "gloo_4rank_compute"

@@ -15,7 +15,7 @@ from conftest import SAMPLES
 from dashboard_support import CHROMIUM, CHROMIUM_ARGS
 
 from analysis import db
-from dashboard.cli import main
+from cli.main import main
 from dashboard.export import postmortem, render_html, render_markdown
 from ingest import discover, store
 

@@ -14,11 +14,11 @@ import pytest
 
 from analysis import report as report_mod
 from analysis.api import Store
-from dashboard.cli import main
-from dashboard.commands._output import MAX_LINE
+from cli.commands._output import MAX_LINE
+from cli.main import main
 from dashboard.export import postmortem
-from ingest import formats
 from ingest.errors import IngestError
+from ingest.formats import registry as formats
 from tests.synthetic_traces import Scenario, simulate, write_kineto
 
 HOSTILE_GPU = "NVIDIA \x1b[2J\x1b]0;pwned\x07H100" + "x" * 60_000

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ingest import nsys_source
+from ingest.formats.nsys import source as nsys_source
 from tests.robust_support import ROOT, SAMPLES, cli, descendants_alive, kill_trial, snapshot
 
 DLRM = sorted((SAMPLES / "dlrm_8rank").glob("*.json.gz"))
@@ -73,7 +73,7 @@ def test_temp_files_of_a_killed_process_are_reclaimed(tmp_path: Path) -> None:
     shutil.copy(src, export)
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     code = (
-        "import sys, time; from pathlib import Path; from ingest.nsys_source import sqlite_file\n"
+        "import sys, time; from pathlib import Path; from ingest.formats.nsys.source import sqlite_file\n"
         f"with sqlite_file(Path({str(export)!r}), 1 << 30) as p:\n"
         "    print(p, flush=True); time.sleep(60)\n"
     )

@@ -13,8 +13,9 @@ import pytest
 
 from analysis.db import load_modules
 from analysis.report import build_report
-from ingest import formats, store
+from ingest import store
 from ingest.errors import IngestError
+from ingest.formats import registry as formats
 from ingest.sources import MAX_RATIO, RATIO_SLACK, read_bytes
 
 CRASHES = Path(__file__).parent / "data" / "crashes"

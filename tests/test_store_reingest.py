@@ -8,8 +8,9 @@ import shutil
 import pytest
 from conftest import DLRM
 
-from ingest import formats, store
+from ingest import store
 from ingest.errors import IngestError
+from ingest.formats import registry as formats
 
 FILE = sorted(DLRM.glob("*.gz"))[0]
 

@@ -1,0 +1,67 @@
+"""`commwall demo`: ingest the bundled sample_traces/ into a local store, report on them, and
+serve the dashboard on that store (`--no-serve`: only print)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis import db
+from analysis.report import build_report
+from cli.commands._output import emit_text, error, fmt_table, note
+from cli.commands.serve import add_serve_options, serve
+from cli.text_report import render_text
+from ingest import discover, store
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def sample_sets(root: Path = SAMPLES) -> list[Path]:
+    """The sample sets: each subdirectory of sample_traces/ is one run."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "demo",
+        help="ingest the bundled sample traces, report on them and serve the dashboard",
+        description="Ingest every set in sample_traces/ as its own run of a local store, "
+        "print the report of each, then serve the dashboard on that store.",
+    )
+    p.add_argument("--db", default="commwall-demo.duckdb", help="store file (default: %(default)s)")
+    p.add_argument("--no-serve", action="store_true", help="only ingest and print the reports")
+    add_serve_options(p)
+    p.set_defaults(func=run)
+
+
+def ingest_samples(db_path: str) -> list[str]:
+    """Ingest every sample set (already-present files are skipped); returns the run names."""
+    if not SAMPLES.is_dir():
+        raise FileNotFoundError(f"{SAMPLES}: sample traces not found (run from a source checkout)")
+    con = store.connect(db_path)
+    names = []
+    try:
+        for d in sample_sets():
+            store.ingest(con, d.name, discover.expand([str(d)]))
+            names.append(d.name)
+            note(f"ingested {d.name}")
+    finally:
+        con.close()
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ingest and print every sample run's report, then serve the dashboard (unless --no-serve)."""
+    try:
+        names = ingest_samples(args.db)
+    except FileNotFoundError as e:
+        return error(str(e))
+    con = db.open_db(args.db)
+    for name in names:
+        emit_text(render_text(build_report(con, name), fmt_table) + "\n")
+    con.close()
+    emit_text(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
+    if args.no_serve:
+        return 0
+    return serve(args.db, args.host, args.port, args.upload_dir)

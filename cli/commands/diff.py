@@ -1,0 +1,100 @@
+"""`commwall diff --db FILE RUN_A RUN_B [RUN_C ...]`: runs side by side against the first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pandas as pd
+
+from analysis import db
+from analysis.diff import TABLES, diff, regressions
+from cli.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+    note,
+)
+
+#: Titles of the tables in the text format (step_samples is left out there).
+TITLES = {
+    "step_time": "Step time (slowest rank per step), judged against run-to-run noise",
+    "summary": "Headline metrics (means over ranks and steps)",
+    "diagnosis": "Diagnosis",
+    "decomposition": "Step decomposition per rank (mean ms per step)",
+    "collectives": "Collectives per op and message size (bytes)",
+    "stragglers": "Stragglers per rank",
+    "straggler_verdicts": "Straggler verdicts",
+    "nccl": "NCCL",
+    "model": "Model fit and prediction",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "diff",
+        help="compare runs against a baseline (the first run)",
+        description="Set runs side by side against the first one (the baseline): step time as "
+        "distributions with a noise-aware judgement (Mann-Whitney U test and a bootstrap "
+        "confidence interval of the median change), the step decomposition per rank, "
+        "collectives per op and size, stragglers, NCCL and model changes. With "
+        "--fail-if-slower PCT the exit status is 1 when a run's step time regressed by more "
+        "than PCT percent beyond noise (a CI gate).",
+    )
+    add_db(p)
+    p.add_argument("runs", nargs="+", metavar="RUN", help="runs; the first is the baseline")
+    p.add_argument(
+        "--table", choices=("all", *TABLES), default="all", help="only this table (default all)"
+    )
+    p.add_argument(
+        "--fail-if-slower",
+        type=float,
+        metavar="PCT",
+        help="exit with status 1 when the median step time regressed by more than PCT %% "
+        "beyond noise",
+    )
+    add_format(p)
+    p.set_defaults(func=run)
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return json.loads(df.to_json(orient="records", double_precision=15))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the diff; exit 1 on a regression past --fail-if-slower."""
+    if len(args.runs) < 2:
+        return error("diff needs at least two runs (the first is the baseline)")
+    if len(set(args.runs)) != len(args.runs):
+        return error(f"a run is named twice: {args.runs}")
+    try:
+        con = db.open_db(args.db)
+        tables = diff(con, args.runs)
+    except (FileNotFoundError, db.RunNotFound) as e:
+        return error(str(e))
+    shown = tables if args.table == "all" else {args.table: tables[args.table]}
+    slower = [] if args.fail_if_slower is None else regressions(tables, args.fail_if_slower)
+    if args.format == "json":
+        out: dict = {"baseline": args.runs[0], "runs": args.runs}
+        out |= {k: _records(v) for k, v in shown.items()}
+        if args.fail_if_slower is not None:
+            out["regressions"] = slower
+        emit_json(out)
+    elif args.format == "csv":
+        frames = [df.assign(table=k)[["table", *df.columns]] for k, df in shown.items()]
+        emit_csv(pd.concat(frames, ignore_index=True))
+    else:
+        emit_text(f"baseline: {args.runs[0]}; compared: {', '.join(args.runs[1:])}")
+        for k, df in shown.items():
+            if k in TITLES:
+                emit_text(f"\n== {TITLES[k]}\n{fmt_table(df)}")
+    if slower:
+        msg = "; ".join(slower)
+        note(f"commwall: step time regressed more than {args.fail_if_slower:g}%: {msg}")
+        return 1
+    return 0

@@ -1,0 +1,82 @@
+"""`commwall export --db FILE --run NAME --out FILE`: a run's post-mortem (HTML or Markdown),
+a before/after post-mortem (`--diff BASELINE`), or the merged timeline of all ranks
+(`--format perfetto`: Chrome-trace JSON for ui.perfetto.dev and chrome://tracing)."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+from analysis import db
+from cli.commands._output import add_db, error, printable
+
+FORMATS = ("html", "md", "perfetto")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "export",
+        help="write a run's post-mortem (HTML, Markdown) or merged timeline (Perfetto)",
+        description="Write the post-mortem of a run as one self-contained HTML page (charts "
+        "embedded as SVG, no scripts or external resources; prints to PDF) or as Markdown; "
+        "with --diff BASELINE, a before/after post-mortem against that run. --format perfetto "
+        "writes all ranks on one aligned timeline as Chrome-trace JSON (gzipped when --out "
+        "ends in .gz). The format follows --format, else the --out extension.",
+    )
+    add_db(p)
+    p.add_argument("--run", required=True, help="run name")
+    p.add_argument("--out", required=True, help="output file (.html, .md, .json[.gz]); - stdout")
+    p.add_argument("--format", choices=FORMATS, help="output format")
+    p.add_argument("--diff", metavar="BASELINE", help="compare with this run (HTML, Markdown)")
+    p.set_defaults(func=run)
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    name = args.out.lower().removesuffix(".gz")
+    if name.endswith(".json"):
+        return "perfetto"
+    return "md" if name.endswith((".md", ".markdown")) else "html"
+
+
+def _build(con: object, args: argparse.Namespace, fmt: str) -> str:
+    if fmt == "perfetto":
+        from analysis.perfetto import merged_trace  # noqa: PLC0415 (only this format)
+
+        return json.dumps(merged_trace(con, args.run), separators=(",", ":"))
+    from dashboard.export import postmortem  # noqa: PLC0415 (charts: only these formats)
+
+    return postmortem(con, args.run, fmt, baseline=args.diff)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the document and write it."""
+    fmt = _format(args)
+    if args.diff and fmt == "perfetto":
+        return error("--diff makes a before/after post-mortem (HTML or Markdown), not a timeline")
+    if args.diff == args.run:
+        return error("--diff names the run itself; give the baseline run to compare with")
+    try:
+        con = db.open_db(args.db)
+    except FileNotFoundError as e:
+        return error(str(e))
+    try:
+        text = _build(con, args, fmt)
+    except (db.RunNotFound, ValueError) as e:
+        return error(str(e))
+    finally:
+        con.close()
+    if args.out == "-":
+        sys.stdout.write(printable(text, None))
+    elif args.out.lower().endswith(".gz"):
+        Path(args.out).write_bytes(gzip.compress(text.encode("utf-8")))
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+    if args.out != "-":
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,221 @@
+"""`commwall ingest PATH... --db FILE [--run NAME]`: parse files into the store."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+from tqdm import tqdm
+
+from cli.commands._output import add_db, error, note, printable
+from ingest import discover, store
+from ingest.errors import IngestError
+from ingest.options import ParseOptions
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "ingest",
+        help="parse trace files into a store",
+        description="Parse Kineto traces (.json, .json.gz, .pt.trace.json[.gz]), Nsight Systems "
+        "SQLite exports and NCCL_DEBUG logs into one run of a DuckDB store. The run lands whole "
+        "or not at all.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs")
+    add_db(p)
+    p.add_argument("--run", help="run name (default: name of the first path)")
+    p.add_argument("--notes", help="free-text notes stored with the run")
+    p.add_argument("--rank", type=int, help="rank of a single file that does not say its rank")
+    p.add_argument(
+        "--comm-regex",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="extra regex for communication kernels (repeatable; default nccl|rccl)",
+    )
+    p.add_argument(
+        "--rank-map",
+        action="append",
+        default=[],
+        metavar="KEY=RANK",
+        help="map a process to a rank (nsys: PID=RANK, HOST:PID=RANK or device:ID=RANK; "
+        "repeatable)",
+    )
+    p.add_argument("--step-range", metavar="REGEX", help="NVTX range names marking steps")
+    p.add_argument(
+        "--max-file-size",
+        type=gigabytes,
+        default=8.0,
+        metavar="GB",
+        help="refuse files that decompress to more than this (default 8 GB)",
+    )
+    p.add_argument(
+        "--keep-going", action="store_true", help="ingest the good files even if some fail"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="parse on a local Dask cluster of N processes, into Parquet shards",
+    )
+    p.add_argument(
+        "--scheduler", metavar="URL", help="parse on an existing Dask cluster (tcp://host:8786)"
+    )
+    p.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="where Parquet shards go: directory or fsspec URL (default: DB.shards beside the "
+        "store; alone, shards without Dask)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that parse: N files at once, or one large file in N pieces at once "
+        "(default 0: as many as there are cores, for 64 MB of files or more; 1: this process)",
+    )
+    p.add_argument(
+        "--wait",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="while another process has the store open, wait this long for it (default 60)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+#: Largest --max-file-size accepted, in GB (beyond any file a machine could hold in memory).
+MAX_GB = 1e6
+
+
+def _number(text: str, ok: Callable[[float], bool], needs: str) -> float:
+    """A finite number for which `ok` holds, or argparse's error saying what it `needs`."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and ok(v)):
+        raise argparse.ArgumentTypeError(f"needs {needs}: {text!r}")
+    return v
+
+
+def gigabytes(text: str) -> float:
+    """--max-file-size: a positive number of GB, at most MAX_GB."""
+    return _number(text, lambda v: 0 < v <= MAX_GB, f"a number of GB above 0, at most {MAX_GB:g}")
+
+
+def seconds(text: str) -> float:
+    """--wait: 0 to 86,400 seconds."""
+    return _number(text, lambda v: 0 <= v <= 86400, "0 to 86400 seconds")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ingest; exit 0 when every file landed or was already there, 1 when some failed."""
+    try:
+        paths = discover.expand(args.paths)
+    except IngestError as e:
+        return error(str(e))
+    if not paths:
+        return error("no files to ingest")
+    if args.rank is not None and len(paths) > 1:
+        return error("--rank applies to a single file; name ranks in the file names instead")
+    if args.workers is not None and args.workers < 1:
+        return error("--workers needs at least 1")
+    if args.jobs < 0:
+        return error("--jobs needs 0 (automatic) or more")
+    name = args.run or Path(args.paths[0].rstrip("/")).name.split(".")[0]
+    opts = ParseOptions(
+        rank=args.rank,
+        comm_patterns=tuple(args.comm_regex),
+        max_bytes=int(args.max_file_size * 1e9),
+        rank_map=tuple(args.rank_map),
+        step_regex=args.step_range,
+        jobs=args.jobs,
+    )
+    total = sum(p.stat().st_size for p in paths)
+    bar = tqdm(
+        total=total,
+        unit="B",
+        unit_scale=True,
+        desc=f"ingest {name}",
+        disable=args.quiet,
+        file=sys.stderr,
+    )
+
+    done = iter(range(1, len(paths) + 1))
+
+    def on_file(path: Path, result: store.FileResult) -> None:
+        bar.update(path.stat().st_size)
+        bar.set_postfix_str(f"{next(done)}/{len(paths)} files, {path.name}: {result.status}")
+        if result.error:
+            tqdm.write(printable(f"  failed: {result.error}"), file=sys.stderr)
+        if result.dropped:
+            tqdm.write(printable(_dropped(path, result)), file=sys.stderr)
+
+    try:
+        con = store.connect(args.db, wait_s=args.wait, on_wait=note)
+    except store.StoreError as e:
+        return error(str(e))
+    try:
+        if args.workers or args.scheduler or args.dataset:
+            summary = _sharded(args, con, name, paths, opts, on_file)
+        else:
+            summary = store.ingest(
+                con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file
+            )
+    except (IngestError, OSError) as e:  # OSError: Dask scheduler unreachable
+        bar.close()
+        return error(f"{e}\nnothing was stored for run {name!r}")
+    finally:
+        con.close()
+    bar.close()
+    counts = {s: sum(f.status == s for f in summary.files) for s in ("ingested", "skipped")}
+    ranks = sorted({r for f in summary.files for r in f.ranks})
+    dropped = sum(f.dropped for f in summary.files)
+    note(
+        f"run {name!r}: {counts['ingested']} file(s) ingested, {counts['skipped']} already "
+        f"present, {len(summary.failed)} failed; ranks {ranks or '-'}"
+        + (f"; {dropped:,} event(s) dropped" if dropped else "")
+    )
+    for f in summary.failed:
+        note(f"  failed: {f.error}")
+    for f in summary.files:
+        if f.dropped:
+            note(_dropped(Path(f.path), f))
+    if not summary.committed:
+        note(f"nothing was stored for run {name!r}")
+    return 1 if summary.failed else 0
+
+
+def _dropped(path: Path, result: store.FileResult) -> str:
+    return f"  {path}: {result.dropped:,} event(s) dropped ({result.dropped_reason})"
+
+
+def _sharded(
+    args: argparse.Namespace,
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    paths: list[Path],
+    opts: ParseOptions,
+    on_file: Callable[[Path, store.FileResult], None],
+) -> store.IngestSummary:
+    """Ingest as Parquet shards, parsed in process or on a Dask cluster (docs/scale_out.md)."""
+    from ingest.exec import distributed  # here, not above: the default path never loads Dask
+
+    dataset = args.dataset or f"{args.db}.shards"
+    kw = {"notes": args.notes, "keep_going": args.keep_going, "on_file": on_file}
+    if not (args.workers or args.scheduler):
+        return distributed.ingest(con, name, paths, dataset, opts, **kw)
+    from ingest.exec import cluster
+
+    with cluster.client(args.workers, args.scheduler) as client:
+        return distributed.ingest(
+            con, name, paths, dataset, opts, executor=cluster.executor(client), **kw
+        )

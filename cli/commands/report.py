@@ -1,0 +1,52 @@
+"""`commwall report --db FILE --run NAME [--format text|json|csv]`: the run's metrics."""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from analysis import db
+from analysis.report import build_report
+from cli.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+)
+from cli.text_report import render_text
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "report",
+        help="metrics of a run",
+        description="τ_comp, τ_comm, overlap, η, γ, exposed communication and idle time per "
+        "rank and step, and every later section (NCCL, stragglers, collectives, model).",
+    )
+    add_db(p)
+    p.add_argument("--run", required=True, help="run name")
+    add_format(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report."""
+    try:
+        con = db.open_db(args.db)
+        report = build_report(con, args.run)
+    except (FileNotFoundError, db.RunNotFound) as e:
+        return error(str(e))
+    if args.format == "json":
+        emit_json(report)
+    elif args.format == "csv":
+        ranks = pd.DataFrame(report["ranks"]).assign(scope="rank", step=None)
+        steps = pd.DataFrame(report["steps"]).assign(scope="step")
+        emit_csv(pd.concat([ranks, steps], ignore_index=True))
+    else:
+        emit_text(render_text(report, fmt_table))
+    return 0

@@ -1,0 +1,41 @@
+"""`commwall runs --db FILE`: the runs stored."""
+
+from __future__ import annotations
+
+import argparse
+
+from analysis import db
+from analysis.api import runs_table
+from cli.commands._output import (
+    add_db,
+    add_format,
+    emit_csv,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser("runs", help="list the runs in a store", description="List stored runs.")
+    add_db(p)
+    add_format(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the runs table."""
+    try:
+        con = db.open_db(args.db)
+    except FileNotFoundError as e:
+        return error(str(e))
+    df = runs_table(con)
+    if args.format == "json":
+        emit_json(df.to_dict("records"))
+    elif args.format == "csv":
+        emit_csv(df)
+    else:
+        emit_text(fmt_table(df))
+    return 0

@@ -1,0 +1,79 @@
+"""`commwall serve --db FILE [--port N] [--host 127.0.0.1]`: run the Streamlit dashboard."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cli.commands._output import add_db, error
+from dashboard.database import DB_ENV, UPLOAD_ENV, StoreBusy, StoreFile
+from ingest.store import StoreError
+
+APP_DIR = Path(__file__).resolve().parents[1]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "serve",
+        help="serve the dashboard on a store",
+        description="Run the Streamlit dashboard on a store (created when missing): upload "
+        "runs, overview, ranks × steps, timeline, collectives, stragglers, model, NCCL, "
+        "checklist, compare, export.",
+    )
+    add_db(p)
+    add_serve_options(p)
+    p.set_defaults(func=run)
+
+
+def add_serve_options(p: argparse.ArgumentParser) -> None:
+    """--host, --port and --upload-dir (shared with `commwall demo`)."""
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    p.add_argument("--port", type=int, default=8501, help="port (default: %(default)s)")
+    p.add_argument(
+        "--upload-dir",
+        help="where browser uploads are saved (default: <db stem>-uploads/ beside the store)",
+    )
+
+
+def streamlit_command(host: str, port: int) -> list[str]:
+    """The `streamlit run` command line; the rest of the configuration is in
+    dashboard/.streamlit/config.toml, read because the server runs in that directory."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_DIR / "app.py"),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+    ]
+
+
+def serve(db: str | Path, host: str, port: int, upload_dir: str | None = None) -> int:
+    """Create the store if needed, then replace this process by the Streamlit server (so that
+    signals reach it directly). Returns only on error."""
+    store = StoreFile(db)
+    try:
+        store.ensure()
+    except (StoreError, StoreBusy) as e:
+        return error(str(e))
+    env = {**os.environ, DB_ENV: str(store.path)}
+    if upload_dir:
+        env[UPLOAD_ENV] = str(Path(upload_dir).resolve())
+    print(f"commwall dashboard on http://{host}:{port}  (store {store.path})", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.chdir(APP_DIR)  # Streamlit reads .streamlit/config.toml from its working directory
+    os.execve(sys.executable, streamlit_command(host, port), env)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the dashboard."""
+    return serve(args.db, args.host, args.port, args.upload_dir)

@@ -1,7 +1,0 @@
-"""`python -m dashboard` is `commwall`."""
-
-import sys
-
-from dashboard.cli import main
-
-sys.exit(main())
