@@ -32,6 +32,11 @@ How
   spends it in one block before the forward pass (a host stall; the straggler is then late mainly
   for the first buckets of each step). No marker event is added: the straggler must be found from
   the traces (it starts its gloo ops last and has the smallest total gloo time).
+* ``--alternate K`` makes the straggler slow only in every other block of K recorded steps, the
+  first block clean (K = 1: steps #3, #5, ... are slow): a controlled design in which the clean
+  steps of the same run, measured under the same machine conditions, are the reference for what
+  the slow steps would take without the straggler (separate runs on a shared machine differ by
+  more than the effect of interest). Unrecorded steps are clean.
 * Steps 0 (wait) and 1 (warm-up; DDP rebuilds its buckets after the first iteration) are not
   recorded, so the traces hold ``ProfilerStep#2`` ... ``ProfilerStep#(STEPS+1)``.
 * ``torch.set_num_threads(1)`` in every rank keeps the ranks from fighting over cores.
@@ -43,7 +48,10 @@ straggler); ``steps`` (the recorded ProfilerStep numbers); ``collectives_per_ste
 ``bucket_cap_mb``; ``torch_version``; ``generator_args`` (all CLI arguments but ``--out`` and
 ``--port``); plus ``bucket_numel`` (elements per collective of a step, in issue order, the loss
 reduce last), ``n_params``, ``delay_ms``, ``placement`` and ``injected_delay_ms`` (the delay the
-straggler actually spent in each recorded step, ms).
+straggler actually spent in each recorded step, ms; 0 in the clean steps of ``--alternate``);
+``alternate`` (K, 0 without) and ``delayed_steps`` (the ProfilerStep numbers with a delay).
+``host_load_1min`` and ``host_cpus``: the host's 1-minute load average when the run started and
+its number of CPUs (ranks share the cores with whatever else runs).
 
 Only this script imports torch. Run it with a Python that has torch (tested with 2.13.0+cpu), e.g.
 from this folder::
@@ -104,6 +112,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "activation, like a uniformly slow device); front: one block before the forward pass",
     )
     p.add_argument(
+        "--alternate",
+        type=int,
+        default=0,
+        metavar="K",
+        help="delay only every other block of K recorded steps, the first block clean (0: every "
+        "step); the clean steps of the same run are the reference for the slow ones",
+    )
+    p.add_argument(
         "--pair",
         action="store_true",
         help="make a counterfactual pair: the run with --straggler into OUT/straggler, then the "
@@ -134,6 +150,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.straggler = min(2, args.ranks - 1) if args.ranks > 1 else -1
     if not -1 <= args.straggler < args.ranks:
         p.error("--straggler must be -1 or a rank in [0, ranks)")
+    if args.alternate < 0:
+        p.error("--alternate must be >= 0")
     if not 1 <= args.gzip_level <= 9:
         p.error("--gzip-level must be in 1..9")
     return args
@@ -180,6 +198,16 @@ def build_model(hidden: int, layers: int) -> Any:
             return self.out(h)
 
     return MLP()
+
+
+def is_delayed(step: int, alternate: int) -> bool:
+    """Whether the straggler is slow in (0-based, recorded or not) step ``step``: every step
+    without ``--alternate``; else every other block of ``alternate`` recorded steps, the first
+    block clean, and no unrecorded step."""
+    idx = step - (WAIT_STEPS + WARMUP_STEPS)
+    if alternate <= 0:
+        return True
+    return idx >= 0 and (idx // alternate) % 2 == 1
 
 
 def inject_delay(mode: str, delay_s: float, a: Any, b: Any) -> float:
@@ -237,12 +265,14 @@ def worker(rank: int, args: argparse.Namespace, port: int, result_dir: str) -> N
 
     is_straggler = rank == args.straggler
     # Delay bookkeeping for the current step: seconds spent, hook calls so far.
-    state = {"spent": 0.0, "calls": 0}
+    state = {"spent": 0.0, "calls": 0, "on": True}
     if is_straggler and args.placement == "backward":
         chunk_s = args.delay_ms / 1000.0 / (args.layers + 1)
 
         def on_grad(grad: Any) -> None:
             # Aim at the cumulative budget so that overshoot of one chunk shortens the next.
+            if not state["on"]:
+                return
             state["calls"] += 1
             owed = chunk_s * state["calls"] - state["spent"]
             if owed > 0:
@@ -266,7 +296,8 @@ def worker(rank: int, args: argparse.Namespace, port: int, result_dir: str) -> N
     ) as prof:
         for step in range(first + args.steps):
             state["spent"], state["calls"] = 0.0, 0
-            if is_straggler and args.placement == "front":
+            state["on"] = is_delayed(step, args.alternate)
+            if is_straggler and state["on"] and args.placement == "front":
                 state["spent"] += inject_delay(args.mode, args.delay_ms / 1000.0, mm_a, mm_b)
             x, y = xs[step % n_batches], ys[step % n_batches]
             opt.zero_grad(set_to_none=True)
@@ -317,6 +348,7 @@ def run_once(args: argparse.Namespace) -> int:
     for old in args.out.glob("rank*.pt.trace.json*"):
         old.unlink()
     port = args.port or free_port()
+    load_1min = os.getloadavg()[0]  # how busy the host was when the run started
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as result_dir:
         mp.spawn(worker, args=(args, port, result_dir), nprocs=args.ranks, join=True)
@@ -329,11 +361,12 @@ def run_once(args: argparse.Namespace) -> int:
     bucket_bytes = infos[0].get("bucket_bytes", [])
     first = WAIT_STEPS + WARMUP_STEPS
     gen_args = {k: v for k, v in vars(args).items() if k not in ("out", "port", "pair")}
+    steps = list(range(first, first + args.steps))
     truth = {
         "world_size": args.ranks,
         "straggler_rank": args.straggler,
         "mode": args.mode if args.straggler >= 0 else "none",
-        "steps": list(range(first, first + args.steps)),
+        "steps": steps,
         "collectives_per_step": len(bucket_bytes) + 1,
         "bucket_cap_mb": args.bucket_mb,
         "torch_version": torch.__version__,
@@ -344,6 +377,12 @@ def run_once(args: argparse.Namespace) -> int:
         "placement": args.placement,
         "injected_delay_ms": (
             infos[args.straggler]["injected_delay_ms"] if args.straggler >= 0 else []
+        ),
+        "host_load_1min": round(load_1min, 2),
+        "host_cpus": os.cpu_count(),
+        "alternate": args.alternate,
+        "delayed_steps": (
+            [s for s in steps if is_delayed(s, args.alternate)] if args.straggler >= 0 else []
         ),
     }
     (args.out / "ground_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
