@@ -35,6 +35,7 @@ SCHEMA_ENTRIES = [
     (ALLREDUCE_SCHEMA, 2, 16777232, "Reduction operation", 16),
 ]
 COMM_ID = 0xC0FFEE
+LONG_RANGE = "user range "  # text of the long NVTX ranges of write_nsys(long_text=...)
 
 
 @dataclass
@@ -177,6 +178,10 @@ def write_kineto(spec: Spec, out: Path) -> list[Path]:
     return paths
 
 
+def _padded(text: str, n: int) -> str:
+    return text + "x" * (n - len(text)) if n else text
+
+
 def _blob(schema: int, payload: bytes) -> bytes:
     """An NVTX extended-payload blob: 32-byte header (domain, schema, size, offset), payload."""
     return struct.pack("<4Q", NCCL_DOMAIN_ID, schema, len(payload), 32) + payload
@@ -209,12 +214,16 @@ def write_nsys(
     kernel_table: str = "CUPTI_ACTIVITY_KIND_KERNEL",
     without: tuple[str, ...] = (),
     normalized: bool = False,
+    long_text: int = 0,
 ) -> Path:
     """An nsys-shaped export holding `ranks` (default all) as processes 1000 + rank on device
     `device_of[rank]` (default: the rank). `payloads` adds NCCL domain ranges with payload
     blobs (communicator init giving the rank, all-reduce message sizes); `torch_ranges` adds
     PyTorch's `nccl:all_reduce` ranges; `env_rank` records RANK in the captured environment;
-    `without` leaves tables out; `normalized` writes epoch times, as `--ts-normalize=true`."""
+    `without` leaves tables out; `normalized` writes epoch times, as `--ts-normalize=true`;
+    `long_text` > 0 makes a crafted export: a user NVTX range `LONG_RANGE` + that many "x"
+    around every step (its text inline, as nsys writes NVTX text), and host and GPU names
+    padded to that many characters."""
     off = spec.base_ns if normalized else SESSION_OFFSET_NS
     ranks = list(range(spec.ranks)) if ranks is None else ranks
     device_of = device_of or {r: r for r in ranks}
@@ -259,6 +268,9 @@ def write_nsys(
                     None,
                 )
             )
+            if long_text:
+                text = LONG_RANGE + "x" * long_text
+                nvtx.append((s + off, e + off, 59, text, tid, None, None, 0, None))
     if payloads:
         for r in ranks:
             tid = VM | (1000 + r) << 24 | (1000 + r)
@@ -325,11 +337,11 @@ def write_nsys(
         ),
         "TARGET_INFO_GPU": (
             "vmId INTEGER, id INTEGER, name TEXT, smCount INTEGER",
-            [(VM, device_of[r], "NVIDIA H100 80GB HBM3", 132) for r in ranks],
+            [(VM, device_of[r], _padded("NVIDIA H100 80GB HBM3", long_text), 132) for r in ranks],
         ),
         "TARGET_INFO_SYSTEM_ENV": (
             "globalVid INTEGER, devStateName TEXT, name TEXT, nameEnum INTEGER, value TEXT",
-            [(VM, "Local", "Hostname", 619, "synthhost")],
+            [(VM, "Local", "Hostname", 619, _padded("synthhost", long_text))],
         ),
         "ENUM_CUDA_MEMCPY_OPER": (
             "id INTEGER, name TEXT, label TEXT",

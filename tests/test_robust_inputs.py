@@ -230,6 +230,24 @@ def test_nsys_huge_strings_are_cut_when_read(tmp_path: Path) -> None:
     assert names and max(map(len, names)) == 4096
 
 
+def test_nsys_long_nvtx_text_host_and_gpu_names_are_cut_when_read(tmp_path: Path) -> None:
+    # a crafted export from the generator: 200,000-character NVTX range text (inline, not
+    # through StringIds), host name and GPU name
+    from nsys_synth import LONG_RANGE, make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=2, steps=3)
+    path = write_nsys(spec, tmp_path / "long_text.sqlite", long_text=200_000)
+    parsed = formats.parse(path)
+    names = parsed.tables["activities"]["name"].to_pylist()
+    long = [n for n in names if n and n.startswith(LONG_RANGE)]
+    # one range per (rank, step) window of the generator, each cut to 4,096 characters
+    assert long == [(LONG_RANGE + "x" * 200_000)[:4096]] * len(spec.steps)
+    ranks = parsed.tables["ranks"].to_pylist()
+    assert [r["host"] for r in ranks] == [("synthhost" + "x" * 200_000)[:4096]] * spec.ranks
+    assert {len(r["gpu_name"]) for r in ranks} == {4096}
+    assert max(map(len, names)) == 4096
+
+
 def test_nsys_gpu_facts_of_the_wrong_type_are_left_out(tmp_path: Path) -> None:
     # a fuzz find: a blob where TARGET_INFO_GPU holds an integer raised ArrowInvalid
     import sqlite3

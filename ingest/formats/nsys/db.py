@@ -20,8 +20,9 @@ from ingest.formats.nsys.source import SQLITE_MAGIC
 #: Seconds to wait for another program's write lock before giving up.
 LOCK_TIMEOUT_S = 2.0
 BATCH_ROWS = 65536
-#: Strings of StringIds are cut to this many characters when read, so that a crafted export
-#: with huge strings cannot multiply memory by its number of rows.
+#: Strings (StringIds, NVTX range text, host and GPU names) are cut to this many characters
+#: when read, so that a crafted export with huge strings cannot multiply memory by its number
+#: of rows.
 MAX_STRING = 4096
 #: What a malformed value (text, blob or an out-of-range number where an integer belongs) raises
 #: when a batch is converted to Arrow.
@@ -95,10 +96,18 @@ class Export:
             self._columns[table] = frozenset(r[1] for r in rows)
         return self._columns[table]
 
-    def pick(self, table: str, *names: str) -> str:
-        """A SELECT list of `names`, with `NULL AS name` for columns `table` lacks."""
+    def pick(self, table: str, *names: str, text: tuple[str, ...] = ()) -> str:
+        """A SELECT list of `names`, with `NULL AS name` for columns `table` lacks; columns
+        named in `text` are cut to MAX_STRING characters (bytes, for a blob) by SQLite itself,
+        so that no longer value reaches Python."""
         have = self.columns(table)
-        return ", ".join(f'"{n}"' if n in have else f'NULL AS "{n}"' for n in names)
+
+        def item(n: str) -> str:
+            if n not in have:
+                return f'NULL AS "{n}"'
+            return f'substr("{n}", 1, {MAX_STRING}) AS "{n}"' if n in text else f'"{n}"'
+
+        return ", ".join(map(item, names))
 
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         """All rows of a query."""

@@ -31,6 +31,7 @@ _COLUMNS = (
     "computeMajor",
     "computeMinor",
 )
+_TEXT = ("name", "uuid", "busLocation")
 
 
 def read(ex: Export) -> pa.Table:
@@ -42,7 +43,7 @@ def read(ex: Export) -> pa.Table:
         return pa.table(rows, schema=NSYS_GPUS)
     seen: set[int] = set()
     for dev, name, uuid, bus, sms, mem, bw, clock, major, minor in ex.rows(
-        f'SELECT {ex.pick(table, *_COLUMNS)} FROM "{table}" ORDER BY 1'
+        f'SELECT {ex.pick(table, *_COLUMNS, text=_TEXT)} FROM "{table}" ORDER BY 1'
     ):
         if _fitting(dev, pa.int32()) is None or dev in seen:
             continue

@@ -72,7 +72,7 @@ def read(ex: Export) -> Nvtx:
         return Nvtx(_named(RANGES.empty_table(), pa.array([], STR)))
     ids = type_ids(ex, RANGE_TYPES)
     marks = ", ".join("?" * len(ids))
-    cols = ex.pick(table, "end", "domainId", "text", "textId")
+    cols = ex.pick(table, "end", "domainId", "text", "textId", text=("text",))
     raw = ex.read(
         f'SELECT "globalTid" >> 24, "globalTid" & {TID_MASK}, "start", {cols} '
         f'FROM "{table}" WHERE "eventType" IN ({marks}) AND "globalTid" IS NOT NULL',
@@ -110,8 +110,8 @@ def _domains(ex: Export, table: str, raw: pa.Table, names: pa.Array) -> tuple[pa
     (create,) = type_ids(ex, (DOMAIN_CREATE,))
     known: dict[tuple[int, int], str] = {}
     rows = ex.rows(
-        f'SELECT "globalTid" >> 24, {ex.pick(table, "domainId", "text")} FROM "{table}" '
-        'WHERE "eventType" = ?',
+        f'SELECT "globalTid" >> 24, {ex.pick(table, "domainId", "text", text=("text",))} '
+        f'FROM "{table}" WHERE "eventType" = ?',
         (create,),
     )
     for proc, dom, text in rows:

@@ -342,7 +342,8 @@ def _processes(ex: Export, device: pa.Table) -> list[nsys_ranks.Process]:
     hosts: dict[int, str] = {}
     t = ex.table("TARGET_INFO_SYSTEM_ENV")
     if t is not None and {"globalVid", "name", "value"} <= ex.columns(t):
-        q = f'SELECT "globalVid" >> 48, value FROM "{t}" WHERE name = \'Hostname\''
+        q = f'SELECT "globalVid" >> 48, {ex.pick(t, "value", text=("value",))} FROM "{t}" '
+        q += "WHERE name = 'Hostname'"
         hosts = {vm: str(h) for vm, h in ex.rows(q)}
     only = next(iter(hosts.values())) if len(set(hosts.values())) == 1 else None
     counts = (
