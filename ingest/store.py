@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import re
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from ingest.errors import IngestError
+from ingest.errors import IngestError, log_parser_failure, parser_failure
 from ingest.exec import forked, parallel
 from ingest.formats import registry as formats
 from ingest.options import ParseOptions
@@ -258,7 +257,6 @@ def ingest(
 
 
 _Pending = Callable[[], tuple[str, Parsed | None]]
-_log = logging.getLogger("commwall.ingest")
 
 
 def _guarded(path: Path, outcome: _Pending) -> tuple[str, Parsed | None]:
@@ -270,9 +268,8 @@ def _guarded(path: Path, outcome: _Pending) -> tuple[str, Parsed | None]:
     except (IngestError, OSError):
         raise
     except Exception as e:
-        _log.error("%s: parser failure", path, exc_info=e)
-        problem = f"commwall could not parse this file ({type(e).__name__}: {str(e)[:200]})"
-        raise IngestError(path, f"{problem}; please report it") from e
+        log_parser_failure(path, e)
+        raise parser_failure(path, e) from e
 
 
 def _outcomes(

@@ -107,3 +107,18 @@ def descendants_alive(pids: list[int], timeout_s: float = 5.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)
+
+
+class FailsOn:
+    """A parse hook with a parser bug: raises KeyError on the file named `name` and parses the
+    others normally (picklable, so that it runs on Dask workers too)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, path: Path, opts: object) -> object:
+        from ingest.formats import registry as formats  # noqa: PLC0415 (on the worker)
+
+        if path.name == self.name:
+            raise KeyError("a parser bug")
+        return formats.parse(path, opts)  # type: ignore[arg-type]

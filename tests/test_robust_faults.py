@@ -18,7 +18,17 @@ import psutil
 import pytest
 
 from ingest.formats.nsys import source as nsys_source
-from tests.robust_support import ROOT, SAMPLES, cli, descendants_alive, kill_trial, snapshot
+from tests.robust_support import (
+    ROOT,
+    SAMPLES,
+    FailsOn,
+    cli,
+    descendants_alive,
+    kill_trial,
+    snapshot,
+)
+
+pytest_plugins = ["distributed_fixtures"]
 
 DLRM = sorted((SAMPLES / "dlrm_8rank").glob("*.json.gz"))
 GLOO = sorted((SAMPLES / "gloo_4rank_sleep").glob("rank*.json*"))
@@ -102,3 +112,45 @@ def test_a_store_busy_with_another_ingest_is_waited_for(tmp_path: Path, jobs: in
     assert second.returncode == 0, second.stderr
     assert "Traceback" not in second.stderr
     assert len(snapshot(db, "a")) == len(DLRM) + 1 and len(snapshot(db, "b")) == len(GLOO) + 1
+
+
+@pytest.mark.parametrize("on_dask", [False, True], ids=["serial", "dask"])
+def test_a_parser_bug_in_distributed_ingest_is_an_error_naming_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest, on_dask: bool
+) -> None:
+    # as in the local path: the bug becomes an IngestError naming the file (logged with its
+    # traceback), the run lands whole or not at all, and --keep-going stores the others
+    from ingest import store
+    from ingest.errors import IngestError
+    from ingest.exec import distributed
+
+    kw: dict = {}
+    if on_dask:
+        from ingest.exec import cluster
+
+        kw["executor"] = cluster.executor(request.getfixturevalue("dask_client"))
+    bad = DLRM[2]
+    hook = FailsOn(bad.name)
+    con = store.connect(tmp_path / "d.duckdb")
+    store.ingest(con, "other", GLOO)
+    before = con.execute("SELECT count(*) FROM activities").fetchone()
+    caplog.set_level("ERROR", logger="commwall.ingest")
+    with pytest.raises(IngestError, match="please report it") as e:
+        distributed.ingest(con, "victim", DLRM, tmp_path / "ds", parse=hook, **kw)
+    assert e.value.path == str(bad) and "KeyError: 'a parser bug'" in e.value.problem
+    assert "Traceback" in caplog.text and "a parser bug" in caplog.text and str(bad) in caplog.text
+    assert con.execute("SELECT name FROM runs ORDER BY 1").fetchall() == [("other",)]
+    assert con.execute("SELECT count(*) FROM activities").fetchone() == before
+    assert not list((tmp_path / "ds").rglob("*.parquet"))  # no shard left behind
+
+    summary = distributed.ingest(
+        con, "victim", DLRM, tmp_path / "ds", parse=hook, keep_going=True, **kw
+    )
+    assert [(f.path, f.status) for f in summary.failed] == [(str(bad), "failed")]
+    assert "please report it" in (summary.failed[0].error or "")
+    ranks = con.execute(
+        "SELECT DISTINCT r.rank FROM ranks r JOIN runs USING (run_id) WHERE runs.name = 'victim'"
+    ).fetchall()
+    # worker2's header, line 70: "distributedInfo": {"backend": "nccl", "rank": 2, "world_size": 8}
+    assert sorted(r for (r,) in ranks) == [0, 1, 3, 4, 5, 6, 7]
+    con.close()

@@ -24,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest import store
-from ingest.errors import IngestError
+from ingest.errors import IngestError, log_parser_failure
 from ingest.exec import shard_writer
 from ingest.exec.shard_writer import MergeJob, Shard, ShardJob, ShardResult
 from ingest.options import ParseOptions
@@ -88,6 +88,8 @@ def ingest(
         ) as it:
             for i, out in it:
                 res = out if isinstance(out, ShardResult) else _crashed(jobs[i], out)
+                if res.trace:
+                    log_parser_failure(res.path, res.trace)
                 results[i] = res
                 written += [s.path for s in res.shards]
                 if res.status == "failed" and not keep_going:

@@ -20,6 +20,7 @@ half-written by a crash is in no manifest, hence in no run.
 from __future__ import annotations
 
 import re
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from ingest.errors import IngestError
+from ingest.errors import IngestError, parser_failure
 from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
@@ -90,6 +91,7 @@ class ShardResult:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     shards: list[Shard] = field(default_factory=list)
     problem: str | None = None
+    trace: str | None = None  # the traceback of a parser bug
 
     def parsed(self) -> Parsed:
         """The inline part as a Parsed (format, small tables, detail)."""
@@ -163,9 +165,10 @@ def write_shards(job: ShardJob, sha256: str, parsed: Parsed) -> list[Shard]:
 
 
 def parse_to_shards(job: ShardJob, known: frozenset[str] = frozenset()) -> ShardResult:
-    """Hash, parse and shard one file. A file whose sha256 is in `known` is skipped unparsed;
-    a bad file (IngestError, OSError) comes back as failed rather than raising, so that Dask
-    retries only real crashes."""
+    """Hash, parse and shard one file. A file whose sha256 is in `known` is skipped unparsed.
+    A bad file (IngestError, OSError) comes back as failed rather than raising, and so does a
+    parser bug (any other exception: the problem asks for a report, `trace` holds the
+    traceback for the driver to log), so that Dask retries only workers that died."""
     path = Path(job.path)
     res = ShardResult(path=job.path, status="parsed")
     try:
@@ -177,9 +180,12 @@ def parse_to_shards(job: ShardJob, known: frozenset[str] = frozenset()) -> Shard
         res.format, res.detail, res.n_rows = parsed.format, parsed.detail, parsed.n_rows
         res.tables = {k: t for k, t in parsed.tables.items() if k not in SHARDED}
         res.shards = write_shards(job, res.sha256, parsed)
-    except (IngestError, OSError) as e:
+    except Exception as e:  # noqa: BLE001 (a parser bug fails its file, as in store.ingest)
         res.status = "failed"
-        res.problem = e.problem if isinstance(e, IngestError) else str(e)
+        if isinstance(e, IngestError | OSError):
+            res.problem = e.problem if isinstance(e, IngestError) else str(e)
+        else:
+            res.problem, res.trace = parser_failure(path, e).problem, traceback.format_exc()
         res.tables, res.shards = {}, []
     return res
 
