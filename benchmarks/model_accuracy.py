@@ -3,7 +3,7 @@ set in the repository with cross-rank transfer times.
 
 Each set is ingested into a temporary store; its usable matched collectives (seen on >= 2
 ranks, known size, positive transfer time: analysis.model.calibrate.usable) are grouped per
-(op, ranks). Three predictors are scored on the same rows:
+(op, ranks). Three predictors are scored on the same rows and the same folds:
 
 * calibrated: the regime fit of analysis.model.regimes (what the report's `model` section
   fits), trained without the rows it predicts;
@@ -11,9 +11,18 @@ ranks, known size, positive transfer time: analysis.model.calibrate.usable) are 
   for NCCL runs whose GPU and links are known (n/a otherwise, e.g. gloo on CPUs);
 * size-blind: the median transfer time of the op's training rows.
 
-Two protocols: leave-one-out (LOO; 10-fold above 60 rows) and a chronological split (fit the
-first half of the instances in start order, predict the second half). The score is the
-absolute percentage error |predicted − measured| / measured; median and p90 are printed.
+Four held-out protocols: LOO (leave-one-row-out; 10-fold above 60 rows), by step (a training
+step held out whole, so rows sharing one step's conditions never sit on both sides; rows alone
+when the set has fewer than 3 steps), chronological (fit the first half of the steps, predict
+the rest; the first half of the rows in start order without steps) and by size (every row of
+one message size held out together: the extrapolation to an unseen size that an α-β model is
+for; sets with >= 3 sizes). The score is the absolute percentage error
+|predicted − measured| / measured; median and p90 are printed, with the difference of the
+medians (calibrated − size-blind) and its 95 % bootstrap interval (whole steps resampled), and
+the median error factor exp(median |log(predicted / measured)|), which does not reward
+predicting low as the percentage error does. `floor` is the lowest median percentage error any
+prediction from the message size alone can reach on the rows, even fitted on them
+(analysis.model.heldout.size_only_floor): above the 10 % goal, no size-based model can meet it.
 Usage:
 
     python benchmarks/model_accuracy.py [--dirs DIR ...] [--format text|json]
@@ -31,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
@@ -38,7 +48,14 @@ sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ing
 from analysis.db import open_db  # noqa: E402
 from analysis.model.calibrate import regime_predictor, usable  # noqa: E402
 from analysis.model.hardware import intra_node_link  # noqa: E402
-from analysis.model.heldout import cross_validated_ape, split_ape, summary  # noqa: E402
+from analysis.model.heldout import (  # noqa: E402
+    ape,
+    folds,
+    method,
+    size_blind,
+    size_only_floor,
+    summary,
+)
 from analysis.model.nccl_run import nccl_times, run_topo  # noqa: E402
 from analysis.model.section import matched_instances, topology_facts  # noqa: E402
 from ingest import store  # noqa: E402
@@ -49,7 +66,11 @@ SEARCH = (
     ROOT / "sample_traces",
     ROOT / "tests" / "data" / "kineto",
     ROOT / "tests" / "data" / "nsys",
+    ROOT / "tests" / "data" / "model",
 )
+#: The accuracy goal of the calibrated model (median APE) on sets with >= GOAL_ROWS rows.
+GOAL_APE, GOAL_ROWS = 0.10, 10
+BOOTSTRAP = 2000
 
 
 def trace_sets(d: Path) -> list[tuple[str, list[Path]]]:
@@ -71,12 +92,6 @@ def _local(f: Path, tmp: Path) -> Path:
     return dest
 
 
-def size_blind(s: np.ndarray, t: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """The median of the training times, whatever the size."""
-    med = float(np.median(t))
-    return lambda x: np.full(len(x), med)
-
-
 def _labelled(labels: np.ndarray, sizes: np.ndarray) -> Callable:
     """A fitter for rows of `sizes` with protocol `labels` (the training rows' labels are found
     by their sizes; a size runs one protocol)."""
@@ -84,38 +99,110 @@ def _labelled(labels: np.ndarray, sizes: np.ndarray) -> Callable:
     return lambda s, t: regime_predictor(s, t, np.array([by_size[x] for x in s], dtype=object))
 
 
-def score(rows, nccl_topo) -> dict:
-    """LOO and chronological-split errors of the three predictors on one (op, n)'s rows."""
-    rows = rows.sort_values("first_start_ns", kind="stable")
+def chronological(rows: pd.DataFrame) -> np.ndarray:
+    """Whether each row (in start order) is in the second, predicted half: the later half of
+    the steps, or of the rows when fewer than 2 steps are known."""
+    steps = rows["step"].dropna().unique()  # in order of first appearance
+    if len(steps) >= 2:
+        later = set(steps[int(round(len(steps) / 2)) :])
+        return rows["step"].isin(later).to_numpy()
+    k = int(round(len(rows) / 2))
+    return np.arange(len(rows)) >= k
+
+
+def held_out(s: np.ndarray, t: np.ndarray, fitter: Callable, test: list[np.ndarray]) -> np.ndarray:
+    """Predictions of every row in one of the `test` folds by `fitter` trained on the other
+    rows (NaN elsewhere, and where the training rows cannot be fitted)."""
+    out = np.full(len(s), np.nan)
+    for rows in test:
+        train = np.setdiff1d(np.arange(len(s)), rows)
+        try:
+            out[rows] = fitter(s[train], t[train])(s[rows])
+        except ValueError:
+            continue
+    return out
+
+
+def protocols(rows: pd.DataFrame) -> dict[str, tuple[str, list[np.ndarray]]]:
+    """The held-out folds of each protocol, with what it did in words."""
+    n, s = len(rows), rows["bytes"].to_numpy(float)
+    steps = rows["step"].to_numpy(dtype=object)
+    later = np.flatnonzero(chronological(rows))
+    out = {
+        "loo": (method(n), folds(n)),
+        "step": (method(n, steps), folds(n, groups=steps)),
+        "chronological": ("first half of the steps", [later]),
+    }
+    if len(np.unique(s)) >= 3:
+        out["size"] = ("leave-one-size-out", [np.flatnonzero(s == v) for v in np.unique(s)])
+    return out
+
+
+def errors_summary(pred: np.ndarray, t: np.ndarray) -> dict:
+    """median / p90 APE and the median error factor of the finite predictions."""
+    ok = np.isfinite(pred) & (pred > 0)
+    out = summary(np.where(ok, ape(pred, t), np.nan))
+    out["factor"] = float(np.exp(np.median(np.abs(np.log(pred[ok] / t[ok]))))) if ok.any() else None
+    return out
+
+
+def gap(a: np.ndarray, b: np.ndarray, steps: np.ndarray) -> dict:
+    """median(a) − median(b) of paired errors and its 95 % bootstrap interval (whole steps
+    resampled when there are >= 3 steps, else rows; seeded)."""
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b, steps = a[ok], b[ok], steps[ok]
+    if len(a) < 3:
+        return {"delta": None, "lo": None, "hi": None}
+    ids = pd.factorize(pd.Series(steps, dtype=object))[0]
+    if len(set(ids)) < 3 or (ids < 0).any():
+        ids = np.arange(len(a))
+    members = [np.flatnonzero(ids == k) for k in np.unique(ids)]
+    rng = np.random.default_rng(0)
+    deltas = []
+    for _ in range(BOOTSTRAP):
+        pick = np.concatenate([members[i] for i in rng.integers(0, len(members), len(members))])
+        deltas.append(np.median(a[pick]) - np.median(b[pick]))
+    lo, hi = np.percentile(deltas, [2.5, 97.5])
+    return {"delta": float(np.median(a) - np.median(b)), "lo": float(lo), "hi": float(hi)}
+
+
+def score(rows: pd.DataFrame, nccl_topo) -> dict:
+    """Every protocol's errors of the three predictors on one (op, n)'s rows."""
+    rows = rows.sort_values("first_start_ns", kind="stable").reset_index(drop=True)
     s, t = rows["bytes"].to_numpy(float), rows["time_s"].to_numpy(float)
     op = rows["op"].iloc[0]
     nccl = None
     if not isinstance(nccl_topo, str):
         pred, _ = nccl_times(nccl_topo, op, s)
         if np.isfinite(pred).all():
-            nccl = np.abs(pred - t) / t
-    half = int(round(len(s) / 2))
-    out = {}
+            nccl = np.asarray(pred, float)
     labels = rows["protocol"].to_numpy(dtype=object)
     if any(x is None or x != x for x in labels):
         labels = None  # not every row says which protocol ran: regimes from the sizes
-    calibrated = regime_predictor if labels is None else _labelled(labels, s)
-    for name, fitter in (("calibrated", calibrated), ("size-blind", size_blind)):
-        out[name] = {
-            "loo": summary(cross_validated_ape(s, t, fitter)),
-            "split": summary(split_ape(s, t, fitter)),
-        }
-    out["NCCL"] = (
-        {"loo": summary(nccl), "split": summary(nccl[half:])}
-        if nccl is not None
-        else {
-            "loo": None,
-            "split": None,
+    fitters = {
+        "calibrated": regime_predictor if labels is None else _labelled(labels, s),
+        "size-blind": size_blind,
+    }
+    steps = rows["step"].to_numpy(dtype=object)
+    out: dict = {"floor": size_only_floor(s, t), "protocols": {}}
+    for name, (how, test) in protocols(rows).items():
+        scored = np.zeros(len(s), bool)
+        scored[np.concatenate(test)] = True
+        pred = {k: held_out(s, t, f, test) for k, f in fitters.items()}
+        if nccl is not None:
+            pred["NCCL"] = np.where(scored, nccl, np.nan)
+        e = {k: np.where(scored, ape(p, t), np.nan) for k, p in pred.items()}
+        res = {k: errors_summary(p, t) for k, p in pred.items()}
+        res["NCCL"] = res.get("NCCL") or {
             "why": nccl_topo
             if isinstance(nccl_topo, str)
-            else "NCCL's model does not cover this op",
+            else "NCCL's model does not cover this op"
         }
-    )
+        out["protocols"][name] = {
+            "method": how,
+            **res,
+            "gap": gap(e["calibrated"], e["size-blind"], steps),
+        }
     return out
 
 
@@ -149,34 +236,77 @@ def measure(name: str, files: list[Path]) -> list[dict]:
                 "n_ranks": int(n),
                 "rows": len(g),
                 "sizes": int(g["bytes"].nunique()),
+                "steps": int(g["step"].nunique()),
                 **score(g, topo),
             }
         )
     return out
 
 
-def _pct(x: dict | None, key: str) -> str:
-    return "n/a" if not x or x[key] is None else f"{100 * x[key]:.1f}"
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+def _cell(x: dict) -> str:
+    return "n/a" if "median" not in x else f"{_pct(x['median'])} / {_pct(x['p90'])}"
+
+
+def _factor(x: dict) -> str:
+    return "n/a" if x.get("factor") is None else f"{x['factor']:.2f}"
 
 
 def render(results: list[dict]) -> str:
-    """A markdown table: median / p90 APE (%) per predictor and protocol."""
+    """A markdown table: median / p90 APE (%) per predictor and protocol, the difference of
+    the medians with its interval, and the median error factors; then the goals per set."""
     head = (
-        "| set | op | ranks | rows | sizes | protocol | calibrated median / p90 | "
-        "NCCL median / p90 | size-blind median / p90 |"
+        "| set | op | ranks | rows | sizes | steps | floor % | held out | calibrated % "
+        "| NCCL % | size-blind % | Δ median [95 % CI] | factor cal. / blind |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 13]
     for r in results:
-        for proto, label in (("loo", "LOO"), ("split", "chronological")):
-            cells = [
-                f"{_pct(r[k][proto], 'median')} / {_pct(r[k][proto], 'p90')}"
-                for k in ("calibrated", "NCCL", "size-blind")
-            ]
-            lines.append(
-                f"| {r['set']} | {r['op']} | {r['n_ranks']} | {r['rows']} | "
-                f"{r['sizes']} | {label} | " + " | ".join(cells) + " |"
+        for name, p in r["protocols"].items():
+            g = p["gap"]
+            delta = (
+                "n/a"
+                if g["delta"] is None
+                else f"{_pct(g['delta'])} [{_pct(g['lo'])}, {_pct(g['hi'])}]"
             )
-    return "\n".join(lines)
+            lines.append(
+                f"| {r['set']} | {r['op']} | {r['n_ranks']} | {r['rows']} | {r['sizes']} | "
+                f"{r['steps']} | {_pct(r['floor'])} | {name} | {_cell(p['calibrated'])} | "
+                f"{_cell(p['NCCL'])} | {_cell(p['size-blind'])} | {delta} | "
+                f"{_factor(p['calibrated'])} / {_factor(p['size-blind'])} |"
+            )
+    return "\n".join(lines + ["", *goals(results)])
+
+
+def goals(results: list[dict]) -> list[str]:
+    """One line per (set, op) with >= GOAL_ROWS rows: the 10 % goal and the baseline."""
+    out = []
+    for r in results:
+        if r["rows"] < GOAL_ROWS:
+            continue
+        ps = r["protocols"]
+        worst = max(p["calibrated"]["median"] for p in ps.values())
+        met = worst <= GOAL_APE
+        why = (
+            ""
+            if met or r["floor"] is None or r["floor"] <= GOAL_APE
+            else f"; unreachable from the size: floor {_pct(r['floor'])} %"
+        )
+        worse = [k for k, p in ps.items() if p["gap"]["lo"] is not None and p["gap"]["lo"] > 0]
+        tied = [
+            k
+            for k, p in ps.items()
+            if p["gap"]["delta"] is not None and p["gap"]["delta"] > 0 and k not in worse
+        ]
+        out.append(
+            f"- {r['set']} {r['op']}/{r['n_ranks']}: median ≤ {_pct(GOAL_APE)} % "
+            f"{'met' if met else 'not met'} (worst split {_pct(worst)} %{why}); "
+            f"worse than size-blind beyond noise: {', '.join(worse) or 'none'}"
+            + (f"; higher median within noise: {', '.join(tied)}" if tied else "")
+        )
+    return out
 
 
 def main() -> None:
@@ -184,7 +314,9 @@ def main() -> None:
     ap.add_argument("--dirs", nargs="*", type=Path, help="trace sets (default: the repository's)")
     ap.add_argument("--format", choices=("text", "json"), default="text")
     args = ap.parse_args()
-    dirs = args.dirs or [d for base in SEARCH for d in sorted(base.iterdir()) if d.is_dir()]
+    dirs = args.dirs or [
+        d for base in SEARCH if base.is_dir() for d in sorted(base.iterdir()) if d.is_dir()
+    ]
     results = [r for d in dirs for name, files in trace_sets(d) for r in measure(name, files)]
     print(json.dumps(results, indent=1) if args.format == "json" else render(results))
 

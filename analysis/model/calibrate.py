@@ -18,7 +18,7 @@ import pandas as pd
 from analysis.model.busbw import busbw_factor, ring_steps
 from analysis.model.collectives import OPS, Link, Topology
 from analysis.model.fit import LinkFit, clean, to_link
-from analysis.model.heldout import cross_validated_ape
+from analysis.model.heldout import cross_validated_ape, method, size_blind
 from analysis.model.heldout import status as heldout_status
 from analysis.model.regimes import RegimeFit, fit_labelled, fit_regimes
 from analysis.model.scenario import Scenario
@@ -67,7 +67,8 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class OpFit:
     """The calibration of one (op, n): regimes (each mapped onto the ring model), held-out
-    errors of every row, status, and the bytes it carried (for ordering)."""
+    errors of every row, status, the bytes it carried (for ordering), the size-blind
+    baseline's held-out errors on the same folds and how the rows were held out."""
 
     op: str
     n_ranks: int
@@ -76,6 +77,8 @@ class OpFit:
     heldout: np.ndarray
     status: str
     total_bytes: float
+    heldout_size_blind: np.ndarray | None = None
+    heldout_method: str = ""
 
     @property
     def calibrated(self) -> bool:
@@ -113,21 +116,28 @@ def regime_predictor(
 
 
 def fit_op(
-    op: str, n: int, size_bytes: np.ndarray, time_s: np.ndarray, labels: np.ndarray | None = None
+    op: str,
+    n: int,
+    size_bytes: np.ndarray,
+    time_s: np.ndarray,
+    labels: np.ndarray | None = None,
+    steps: np.ndarray | None = None,
 ) -> OpFit | str:
     """Calibrate one (op, n) on its rows (per protocol when `labels` names one for every row);
-    a reason ('not calibrated: ...') instead of raising."""
+    the held-out error keeps each of `steps` (the rows' training steps) on one side of every
+    split. A reason ('not calibrated: ...') instead of raising."""
     s, t = clean(size_bytes, time_s)
     if len(s) < 2:
         return f"not calibrated: {len(s)} usable instance(s), need 2"
+    raw_s, raw_t = np.asarray(size_bytes, float), np.asarray(time_s, float)
+    ok = (raw_s > 0) & (raw_t > 0) & np.isfinite(raw_s) & np.isfinite(raw_t)
+    groups = None if steps is None else np.asarray(steps, dtype=object)[ok]
     if labels is not None:
         labels = np.asarray(labels, dtype=object)
         if any(x is None or x != x for x in labels):  # None or NaN: not every row says
             labels = None
         else:
-            s, t = np.asarray(size_bytes, float), np.asarray(time_s, float)
-            ok = (s > 0) & (t > 0) & np.isfinite(s) & np.isfinite(t)
-            s, t, labels = s[ok], t[ok], labels[ok]
+            labels = labels[ok]
     total = float(s.sum())
     try:
         regimes = regimes_of(s, t, labels)
@@ -138,9 +148,11 @@ def fit_op(
         pick = np.sort(np.random.default_rng(0).choice(len(s), CV_MAX_ROWS, replace=False))
         s, t = s[pick], t[pick]
         labels = None if labels is None else labels[pick]
-    errors = cross_validated_ape(s, t, regime_predictor, labels)
-    st = heldout_status(errors, regimes.slope_known)
-    return OpFit(op, n, regimes, links, errors, st, total)
+        groups = None if groups is None else groups[pick]
+    errors = cross_validated_ape(s, t, regime_predictor, labels, groups)
+    baseline = cross_validated_ape(s, t, size_blind, groups=groups)
+    st = heldout_status(errors, regimes.slope_known, baseline)
+    return OpFit(op, n, regimes, links, errors, st, total, baseline, method(len(s), groups))
 
 
 def _fit_all(df: pd.DataFrame) -> list[OpFit | str]:
@@ -149,7 +161,8 @@ def _fit_all(df: pd.DataFrame) -> list[OpFit | str]:
     out: list[OpFit | str] = []
     for (op, n), g in usable(df).groupby(["op", "n"], sort=False):
         labels = g["protocol"].to_numpy() if "protocol" in g else None
-        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy(), labels)
+        steps = g["step"].to_numpy() if "step" in g else None
+        f = fit_op(str(op), int(n), g["bytes"].to_numpy(), g["time_s"].to_numpy(), labels, steps)
         out.append(f if isinstance(f, OpFit) else f"{op}/{n}: {f}")
     return out
 

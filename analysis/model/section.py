@@ -32,7 +32,7 @@ from analysis.model.calibrate import (
     usable,
 )
 from analysis.model.hardware import LinkSpec, intra_node_link
-from analysis.model.heldout import CALIBRATED_MEDIAN_APE, folds, summary
+from analysis.model.heldout import CALIBRATED_MEDIAN_APE, summary
 from analysis.model.nccl_run import NCCL_OPS, nccl_times, run_topo
 from analysis.model.scenario import Scenario, comm_time, predict, vary
 from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
@@ -204,7 +204,10 @@ def _fit_dict(f: OpFit, df: pd.DataFrame) -> dict:
         "heldout_median_ape": err["median"],
         "heldout_p90_ape": err["p90"],
         "heldout_n": err["n"],
-        "heldout_method": "leave-one-out" if len(folds(len(g))) == len(g) else "10-fold",
+        "heldout_method": f.heldout_method,
+        "heldout_median_ape_size_blind": summary(f.heldout_size_blind)["median"]
+        if f.heldout_size_blind is not None
+        else None,
         "calibrated_line_ape": CALIBRATED_MEDIAN_APE,
         "regimes": [
             {
