@@ -3,14 +3,17 @@
 Inputs: the largest real trace in the repo (53.7 MB, HTA's df_index_resolver rank 1), byte for
 byte as Kineto wrote it, and the same trace scaled up (x2, x5 → 269 MB) by repeating its events
 shifted in time, in the same layout; and a many-ranks case: the trace as ranks 0..7 of one job,
-8 files (HTA loads ranks in parallel processes; commwall parses files in worker processes).
-Each tool runs in a fresh process, timed from outside.
+8 files (HTA loads ranks in parallel processes; commwall parses files in worker processes);
+with --gzip, each one-file case also gzipped (level 6, as `gzip` does), for gzip against plain.
+Each tool runs in a fresh process, timed from outside. CPU seconds are user + system time of
+the process and every child it waited for (os.wait4): on a machine shared with other work the
+wall time grows with the load, MB per CPU second hardly does.
 Memory is the peak over the whole process tree (commwall decodes a large file in two
 processes): the sum of the processes' proportional set sizes (physical memory, a shared page
 split between its sharers), sampled every 10 ms, and never less than the largest single
 process's peak resident set from the kernel (os.wait4). Usage:
 
-    python benchmarks/ingest.py [--scales 1 2 5] [--ranks 8] [--dirs DIR ...] [--no-hta]
+    python benchmarks/ingest.py [--scales 1 2 5] [--ranks 8] [--gzip] [--dirs DIR ...] [--no-hta]
 """
 
 from __future__ import annotations
@@ -73,15 +76,16 @@ def _tree_pss_mb(root: int) -> float:
     return kb / 1024
 
 
-def measure(cmd: Callable[[str], list[str]]) -> tuple[float, float]:
-    """(wall seconds, peak MB of the process tree) of the command `cmd(tag)`, each from its
-    own run (tag "timed" or "sampled"): sampling /proc costs CPU, so the timed run is not."""
-    wall, _ = _run(cmd("timed"), sample=False)
-    _, peak = _run(cmd("sampled"), sample=True)
-    return wall, peak
+def measure(cmd: Callable[[str], list[str]]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak MB of the process tree) of the command `cmd(tag)`, the
+    times from one run and the memory from another (tag "timed" or "sampled"): sampling /proc
+    costs CPU, so the timed run is not sampled."""
+    wall, cpu, _ = _run(cmd("timed"), sample=False)
+    _, _, peak = _run(cmd("sampled"), sample=True)
+    return wall, cpu, peak
 
 
-def _run(cmd: list[str], sample: bool) -> tuple[float, float]:
+def _run(cmd: list[str], sample: bool) -> tuple[float, float, float]:
     peak = [0.0]
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -101,7 +105,8 @@ def _run(cmd: list[str], sample: bool) -> tuple[float, float]:
         watcher.join()
     if status != 0:
         raise RuntimeError(f"{cmd[:3]} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, max(peak[0], usage.ru_maxrss / 1024)
+    cpu = usage.ru_utime + usage.ru_stime  # with the children it waited for
+    return wall, cpu, max(peak[0], usage.ru_maxrss / 1024)
 
 
 def ranked(text: bytes, rank: int, world: int) -> bytes:
@@ -118,6 +123,9 @@ def make(args: argparse.Namespace) -> None:
     k, out = int(k), Path(out)
     if kind == "scale":
         (out / "rank1.json").write_bytes(scaled(text, k))
+    elif kind == "gzip":
+        with gzip.open(out / "rank1.json.gz", "wb", compresslevel=6) as f:
+            f.write(scaled(text, k))
     else:
         for r in range(k):
             (out / f"rank{r}.json").write_bytes(ranked(text, r, k))
@@ -130,6 +138,7 @@ def main() -> None:
     ap.add_argument(
         "--dirs", type=Path, nargs="*", default=[], help="directories of your own traces, as is"
     )
+    ap.add_argument("--gzip", action="store_true", help="each one-file case gzipped too")
     ap.add_argument("--no-hta", action="store_true", help="skip the peer")
     ap.add_argument("--make", nargs=3, metavar=("KIND", "K", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -142,6 +151,7 @@ def main() -> None:
         == 0
     )
     cases = [(f"x{k}", "scale", k) for k in args.scales]
+    cases += [(f"x{k}.gz", "gzip", k) for k in args.scales if args.gzip]
     cases += [(f"{args.ranks} ranks", "ranks", args.ranks)] if args.ranks else []
     cases += [(d.name, "dir", d) for d in args.dirs]
     rows = []
@@ -156,27 +166,40 @@ def main() -> None:
                 subprocess.run(cmd, check=True)
             mb = sum(f.stat().st_size for f in d.iterdir()) / 1e6  # as stored (gzip: compressed)
             cw = [sys.executable, "-m", "cli", "ingest", str(d), "--quiet", "--db"]
-            wall, rss = measure(lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")])
-            rows.append(("commwall", label, mb, wall, rss))
+            wall, cpu, rss = measure(
+                lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")]
+            )
+            rows.append(("commwall", label, mb, wall, cpu, rss))
             if hta_ok:
                 code = f"from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir={str(d)!r})"
-                wall, rss = measure(lambda tag, code=code: [sys.executable, "-c", code])
-                rows.append(("HTA 0.5.0", label, mb, wall, rss))
-    print(
-        f"{'tool':<10} {'case':>8} {'MB':>8} {'wall s':>8} {'MB/s':>8} {'peak MB':>8} {'peak/MB':>8}"
-    )
-    for tool, label, mb, wall, rss in rows:
-        print(
-            f"{tool:<10} {label:>8} {mb:>8.1f} {wall:>8.2f} {mb / wall:>8.1f} {rss:>8.0f} {rss / mb:>8.2f}"
-        )
+                wall, cpu, rss = measure(lambda tag, code=code: [sys.executable, "-c", code])
+                rows.append(("HTA 0.5.0", label, mb, wall, cpu, rss))
+    report(rows, [label for label, _, _ in cases], hta_ok)
+
+
+def report(rows: list[tuple], labels: list[str], hta_ok: bool) -> None:
+    """The table, then the ratios to HTA (same files, same run) and of gzip to plain."""
+    head = ("tool", "case", "MB", "wall s", "MB/s", "CPU s", "MB/CPU-s", "peak MB", "peak/MB")
+    print(f"{head[0]:<10} {head[1]:>8}" + "".join(f" {h:>8}" for h in head[2:]))
+    for tool, label, mb, wall, cpu, rss in rows:
+        cells = (mb, wall, mb / wall, cpu, mb / cpu, rss, rss / mb)
+        print(f"{tool:<10} {label:>8}" + "".join(f" {v:>8.2f}" for v in cells))
+    by = {(t, c): (mb / w, mb / cpu, r) for t, c, mb, w, cpu, r in rows}
     if hta_ok:
-        print(
-            "\nratios (same files, same run): commwall throughput ÷ HTA, commwall peak memory ÷ HTA"
-        )
-        by = {(t, c): (mb / w, r) for t, c, mb, w, r in rows}
-        for label, _, _ in cases:
-            (cs, cr), (hs, hr) = by[("commwall", label)], by[("HTA 0.5.0", label)]
-            print(f"  {label}: throughput {cs / hs:.1f}x, memory {cr / hr:.2f}x")
+        print("\nratios (same files, same run), commwall ÷ HTA:")
+        for label in labels:
+            (cs, cc, cr), (hs, hc, hr) = by[("commwall", label)], by[("HTA 0.5.0", label)]
+            print(
+                f"  {label}: throughput {cs / hs:.1f}x (per CPU second {cc / hc:.1f}x), "
+                f"memory {cr / hr:.2f}x"
+            )
+    times = {(t, c): (w, cpu) for t, c, _, w, cpu, _ in rows}
+    gz = [(label, label[: -len(".gz")]) for label in labels if label.endswith(".gz")]
+    if gz:
+        print("\ngzip ÷ plain, same trace (commwall wall time; CPU time):")
+    for label, plain in gz:
+        (zw, zc), (pw, pc) = times[("commwall", label)], times[("commwall", plain)]
+        print(f"  {label}: {zw / pw:.2f}x the time; {zc / pc:.2f}x the CPU")
 
 
 if __name__ == "__main__":
