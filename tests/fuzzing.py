@@ -6,8 +6,11 @@ dump) changed by a few random mutations: bytes flipped, numbers swapped for awkw
 repeated or truncated, gzip wrapping (truncated, or with a lying trailer), SQLite cells set to
 text, blobs, huge integers or reals. Inputs run in a worker process through the same path as
 `commwall ingest` (a fresh in-memory store) and then the report; the parent guards it: a worker
-that dies by a signal is a native crash, one silent for `timeout_s` a hang (it is killed and
-replaced). Outcomes: *accepted* (stored, the stored times inside 1970-2200, the report built),
+that dies by a signal is a native crash, one that spends `timeout_s` seconds of CPU (and of
+wall-clock time) on an input, or stays silent for WALL_FACTOR times that (stuck without
+computing), a hang (it is killed and
+replaced). Hangs are judged on CPU time so that a loaded machine, which slows every input down,
+does not make slow inputs look like hangs. Outcomes: *accepted* (stored, the stored times inside 1970-2200, the report built),
 *rejected* (an IngestError naming the file), *crash* (anything else: an exception, an error not
 naming the file, an invariant broken). Used by tests/test_fuzz.py (a short run) and
 benchmarks/fuzz.py (a long one).
@@ -33,6 +36,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 #: (name for the mutated file, seed): real files of every format, small enough to run fast.
 SEEDS = [
@@ -47,6 +52,8 @@ NUMBERS = [b"9223372036854775808", b"18446744073709551616", b"-1", b"0", b"1e300
 STRINGS = ['"\\u001b[2J\\u001b]0;x\\u0007"', '"' + "x" * 70000 + '"', '"caf\xe9"', '""',
            '"ProfilerStep#99999999999999999999"', '"ncclKernel_AllReduce"', "{}"]  # fmt: skip
 SQL_VALUES = ["garbage", b"\x00" * 10, 2**63 - 1, -(2**63), 1.8e19, -1, None, "x" * 200_000]
+#: A worker silent for this many times the CPU limit of an input hangs, even without computing.
+WALL_FACTOR = 4
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _STRING = re.compile(rb'"(?:[^"\\\n]|\\.){0,80}"')
 
@@ -211,22 +218,29 @@ def serve(memory_limit: int = 4 << 30) -> None:
     sys.stdout = sys.stderr
     for line in sys.stdin:
         report, path = line.rstrip("\n").split(" ", 1)
+        cpu = time.process_time()
         _self_test(Path(path).name)
         out = run_one(Path(path), report == "1")
         out["rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        out["cpu_s"] = time.process_time() - cpu
         results.write(json.dumps(out) + "\n")
         results.flush()
 
 
 def _self_test(name: str) -> None:
-    """Inputs named to check the guard itself: one that hangs, one that dies by a signal."""
+    """Inputs named to check the guard itself: one that computes forever, one that waits
+    forever, one that dies by a signal."""
     if name == SELF_TEST_HANG:
+        while True:
+            pass
+    if name == SELF_TEST_STUCK:
         time.sleep(3600)
     if name == SELF_TEST_DIE:
         os.kill(os.getpid(), signal.SIGSEGV)
 
 
-SELF_TEST_HANG, SELF_TEST_DIE = "commwall-fuzz-hang", "commwall-fuzz-die"
+SELF_TEST_HANG, SELF_TEST_STUCK = "commwall-fuzz-hang", "commwall-fuzz-stuck"
+SELF_TEST_DIE = "commwall-fuzz-die"
 
 
 # --- the parent: guards the worker, counts ---------------------------------------------------
@@ -246,6 +260,8 @@ class Stats:
     reports: int = 0
     peak_rss_mb: float = 0.0
     seconds: float = 0.0
+    slowest_cpu_s: float = 0.0  # the most CPU one input took (ingest, and report when built)
+    slowest: str = ""  # that input: its size and outcome
     examples: dict[str, str] = field(default_factory=dict)
     kinds: Counter = field(default_factory=Counter)
 
@@ -256,7 +272,9 @@ class Stats:
             f"crashes {self.crashes}, hangs {self.hangs}, native crashes {self.native}, "
             f"reports built {self.reports} (with a section failed: {self.section_failures}), "
             f"peak memory "
-            f"{self.peak_rss_mb:.0f} MB, {self.seconds:.0f} s"
+            f"{self.peak_rss_mb:.0f} MB, {self.seconds:.0f} s "
+            f"({self.tried / max(self.seconds, 1e-9):.1f} inputs/s); "
+            f"slowest input {self.slowest_cpu_s:.1f} s of CPU ({self.slowest})"
         )
 
 
@@ -272,20 +290,33 @@ class _Worker:
         )  # fmt: skip
 
     def run(self, path: Path, timeout_s: float, report: bool) -> dict:
-        """The outcome, {"outcome": "hang"} or {"outcome": "native", ...}."""
+        """The outcome, {"outcome": "hang", ...} or {"outcome": "native", ...}: a hang when
+        the input has taken `timeout_s` seconds both of wall-clock time and of the worker's CPU
+        (all its threads), or WALL_FACTOR times that of wall-clock time."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        start, cpu = time.monotonic(), self._cpu()
         self.proc.stdin.write(f"{int(report)} {path}\n")
         self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
-            self.proc.kill()
-            self.proc.wait()
-            return {"outcome": "hang"}
+        while not select.select([self.proc.stdout], [], [], min(timeout_s, 1.0))[0]:
+            used, waited = self._cpu() - cpu, time.monotonic() - start
+            if min(used, waited) >= timeout_s or waited >= WALL_FACTOR * timeout_s:
+                self.proc.kill()
+                self.proc.wait()
+                where = f"{used:.0f} s of CPU in {waited:.0f} s"
+                return {"outcome": "hang", "where": where, "cpu_s": used}
         line = self.proc.stdout.readline()
         if not line:
             code = self.proc.wait()
             return {"outcome": "native", "where": f"worker exited with {code}"}
         return json.loads(line)
+
+    def _cpu(self) -> float:
+        """CPU seconds the worker has used (0 once it is gone)."""
+        try:
+            t = psutil.Process(self.proc.pid).cpu_times()
+        except psutil.Error:
+            return 0.0
+        return t.user + t.system
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -319,6 +350,10 @@ def campaign(n: int, seed: int = 0, timeout_s: float = 30.0, budget_s: float | N
                     worker.close()
                     worker = _Worker()
                 stats.peak_rss_mb = max(stats.peak_rss_mb, out.get("rss_kb", 0) / 1024)
+                if out.get("cpu_s", 0) > stats.slowest_cpu_s:
+                    stats.slowest_cpu_s = out["cpu_s"]
+                    report_too = " with the report" if out.get("report") else ""
+                    stats.slowest = f"{path.name}, {path.stat().st_size:,} B, {kind}{report_too}"
                 if kind == "rejected":
                     stats.rejected += 1
                 elif kind == "accepted":
@@ -330,7 +365,9 @@ def campaign(n: int, seed: int = 0, timeout_s: float = 30.0, budget_s: float | N
                 else:
                     counter = _COUNTERS[kind]
                     setattr(stats, counter, getattr(stats, counter) + 1)
-                    _example(stats, f"{kind}: {out.get('where', path.name)}"[:160], path, keep)
+                    # a hang's signature is its seed (the time it took varies)
+                    where = path.name if kind == "hang" else out.get("where", path.name)
+                    _example(stats, f"{kind}: {where}"[:160], path, keep)
                 if progress and stats.tried % 500 == 0:
                     stats.seconds = time.monotonic() - start
                     print(stats.line(), file=sys.stderr, flush=True)

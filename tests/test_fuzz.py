@@ -4,6 +4,7 @@ run is `benchmarks/fuzz.py --inputs N`."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ingest.formats import registry as formats
@@ -38,9 +39,19 @@ def test_an_exception_is_a_crash_an_ingest_error_a_rejection(tmp_path, monkeypat
 def test_the_guard_tells_hangs_and_native_crashes(tmp_path: Path) -> None:
     worker = fuzzing._Worker()
     try:
-        hang = tmp_path / fuzzing.SELF_TEST_HANG
+        hang = tmp_path / fuzzing.SELF_TEST_HANG  # computes: a hang after 2 s of CPU
         hang.write_bytes(b"")
-        assert worker.run(hang, 3, False) == {"outcome": "hang"}
+        t = time.monotonic()
+        assert worker.run(hang, 2, False)["outcome"] == "hang"
+        hang_s = time.monotonic() - t
+        worker = fuzzing._Worker()
+        stuck = tmp_path / fuzzing.SELF_TEST_STUCK  # waits: a hang after WALL_FACTOR x 1 s
+        stuck.write_bytes(b"")
+        t = time.monotonic()
+        out = worker.run(stuck, 1, False)
+        assert out["outcome"] == "hang" and out["cpu_s"] < 1, out
+        assert time.monotonic() - t >= fuzzing.WALL_FACTOR
+        assert hang_s >= 2
         worker = fuzzing._Worker()
         die = tmp_path / fuzzing.SELF_TEST_DIE
         die.write_bytes(b"")
