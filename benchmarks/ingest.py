@@ -7,7 +7,8 @@ shifted in time, in the same layout; and a many-ranks case: the trace as ranks 0
 with --gzip, each one-file case also gzipped (level 6, as `gzip` does), for gzip against plain.
 Each tool runs in a fresh process, timed from outside. CPU seconds are user + system time of
 the process and every child it waited for (os.wait4): on a machine shared with other work the
-wall time grows with the load, MB per CPU second hardly does.
+wall time grows with the load, MB per CPU second hardly does (not shown, "nan", for commwall on
+several files: its file workers are children of a forkserver, which wait4 does not count).
 Memory is the peak over the whole process tree (commwall decodes a large file in two
 processes): the sum of the processes' proportional set sizes (physical memory, a shared page
 split between its sharers), sampled every 10 ms, and never less than the largest single
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import math
 import os
 import re
 import subprocess
@@ -169,6 +171,8 @@ def main() -> None:
             wall, cpu, rss = measure(
                 lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")]
             )
+            if len(list(d.iterdir())) > 1:
+                cpu = math.nan  # its file workers come from a forkserver, which wait4 misses
             rows.append(("commwall", label, mb, wall, cpu, rss))
             if hta_ok:
                 code = f"from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir={str(d)!r})"

@@ -1,0 +1,116 @@
+"""End to end at job scale: `commwall ingest` of a many-rank job, then the printed diagnosis,
+embedded and on a local Dask cluster, with the two reports compared.
+
+The job is the largest real trace in the repository (53.7 MB, 216 k events, as Kineto wrote it)
+as ranks 0..N-1 of one job (distributedInfo rewritten, events unchanged: the real layout), 64
+ranks by default (3.4 GB). Each command runs in a fresh process, timed from outside (wall
+seconds: the goal is a wall time, so the machine's load shows in it); the Dask run starts
+its own cluster of `--workers` local processes inside `commwall ingest`, so its time includes
+the cluster's start. The two stores' `report --format json` must be identical. Usage:
+
+    python benchmarks/ingest_e2e.py [--ranks 64] [--workers 2] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# the ingest benchmark's helpers, loaded by path: as a module named `ingest` it would shadow
+# the package of that name
+_spec = importlib.util.spec_from_file_location("ingest_bench", ROOT / "benchmarks/ingest.py")
+bench = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(bench)  # type: ignore[union-attr]
+CLI = [sys.executable, "-m", "cli"]
+
+
+def make_job(out: Path, ranks: int) -> float:
+    """Write the rank files; their total size in MB."""
+    with gzip.open(bench.REAL) as f:
+        text = f.read()
+    out.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks):
+        (out / f"rank{r}.json").write_bytes(bench.ranked(text, r, ranks))
+    return sum(p.stat().st_size for p in out.iterdir()) / 1e6
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
+    """(wall s, stdout) of one command in a fresh process."""
+    t = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[2:5])} failed: {done.stderr[-2000:]}")
+    return wall, done.stdout
+
+
+def one_way(label: str, traces: Path, db: Path, extra: list[str]) -> tuple[dict, list[tuple]]:
+    """Ingest, then print the report (text, the diagnosis first); the JSON report and the rows
+    of the timing table."""
+    run = ["--db", str(db), "--run", "job"]
+    iw, _ = timed([*CLI, "ingest", str(traces), *run, "--quiet", *extra])
+    rw, _ = timed([*CLI, "report", *run])
+    report = json.loads(timed([*CLI, "report", *run, "--format", "json"])[1])
+    paragraph = (report.get("diagnosis") or {}).get("paragraph") or "no diagnosis"
+    print(f"[{label}] {paragraph[:400]}")
+    return report, [(label, "ingest", iw), (label, "report", rw), (label, "total", iw + rw)]
+
+
+def differences(a: object, b: object, path: str = "$") -> list[str]:
+    """JSON paths where two reports differ (at most a few)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}.{k}" for k in sorted(set(a) ^ set(b))]
+        for k in sorted(set(a) & set(b)):
+            out += differences(a[k], b[k], f"{path}.{k}")
+        return out[:10]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in differences(x, y, f"{path}[{i}]")
+        ]
+    return [] if a == b else [path]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=2, help="local Dask workers (0: no Dask run)")
+    ap.add_argument("--keep", type=Path, help="write the job here and keep it (default: temp)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.keep or Path(tmp)
+        traces = base / "traces"
+        t = time.perf_counter()
+        mb = make_job(traces, args.ranks)
+        made = time.perf_counter() - t
+        print(f"{args.ranks} rank files, {mb:,.0f} MB ({mb / args.ranks:.1f} MB each), made in {made:.0f} s")  # fmt: skip
+        for old in base.glob("*.duckdb*"):
+            old.unlink()
+        ways = [("embedded", base / "embedded.duckdb", [])]
+        if args.workers:
+            dask = ["--workers", str(args.workers)]  # shards beside the store
+            ways.append((f"Dask x{args.workers}", base / "dask.duckdb", dask))
+        reports, rows = [], []
+        for label, db, extra in ways:
+            rep, r = one_way(label, traces, db, extra)
+            reports.append(rep)
+            rows += r
+    print(f"\n{'way':<10} {'step':<7} {'wall s':>8} {'MB/s':>8}")
+    for label, step, wall in rows:
+        print(f"{label:<10} {step:<7} {wall:>8.1f} {mb / wall:>8.1f}")
+    if len(reports) == 2:
+        diff = differences(reports[0], reports[1])
+        print("\nreports identical" if not diff else f"\nreports DIFFER at {diff}")
+
+
+if __name__ == "__main__":
+    main()
