@@ -148,10 +148,10 @@ def errors_summary(pred: np.ndarray, t: np.ndarray) -> dict:
 
 def gap(a: np.ndarray, b: np.ndarray, steps: np.ndarray) -> dict:
     """median(a) − median(b) of paired errors and its 95 % bootstrap interval (whole steps
-    resampled when there are >= 3 steps, else rows; seeded)."""
+    resampled when there are >= 3 steps, else rows; seeded); None below 5 pairs."""
     ok = np.isfinite(a) & np.isfinite(b)
     a, b, steps = a[ok], b[ok], steps[ok]
-    if len(a) < 3:
+    if len(a) < 5:  # too few pairs for an interval
         return {"delta": None, "lo": None, "hi": None}
     ids = pd.factorize(pd.Series(steps, dtype=object))[0]
     if len(set(ids)) < 3 or (ids < 0).any():
