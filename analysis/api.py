@@ -1,20 +1,42 @@
-"""A small Python API over a store, for notebooks, the CLI and the dashboard alike.
+"""The one Python API over a store, for notebooks, the CLI and the dashboard alike.
 
 from analysis.api import Store
-run = Store("runs.duckdb").run("dlrm")
-run.ranks(); run.steps(); run.activities(kind="comm"); run.report()
+with Store("runs.duckdb") as store:
+    run = store.run("dlrm")
+    run.ranks(); run.steps(); run.activities(kind="comm"); run.report()
+
+`Store(path)` opens a store file read-only; `Store.over(con)` wraps a connection the caller
+opened (the dashboard's short-lived ones). Everything a front end shows of a run comes from a
+`Run` method; none of them writes to the store.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import duckdb
 import pandas as pd
 
-from analysis import db, diff, overlap
+from analysis import collectives, db, diff, overlap, timeline
+from analysis.model.run_whatif import run_whatif
+from analysis.model.scenario import Scenario
+from analysis.model.section import run_scenario
+from analysis.perfetto import merged_trace
 from analysis.replay import replay_section
-from analysis.report import build_report
+from analysis.report import SECTIONS, build_report
+from analysis.report_types import Report
+
+#: The tables of matched collectives a run can be listed by (`Run.collective_table`).
+COLLECTIVE_VIEWS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], pd.DataFrame]] = {
+    "instances": collectives.collective_instances,
+    "ranks": collectives.collective_ranks,
+    "ops": collectives.collective_ops,
+    "clock": collectives.clock_offsets,
+    "problems": collectives.collective_problems,
+}
 
 
 class Run:
@@ -67,18 +89,80 @@ class Run:
 
     def diagnosis(self) -> dict:
         """The diagnosis (cause, culprits, fix and the paragraph) from the full report."""
-        return self.report()["diagnosis"]
+        return dict(self.report()["diagnosis"] or {})
 
-    def report(self) -> dict:
-        """The full report (same dict as `commwall report --format json`)."""
-        return build_report(self.con, self.name)
+    def report(self, keep_going: bool = True) -> Report:
+        """The full report (same dict as `commwall report --format json`); a section that
+        fails is None and named in `analysis_errors` (`keep_going=False` raises instead)."""
+        return build_report(self.con, self.name, keep_going=keep_going)
+
+    def section(self, key: str) -> Any:
+        """One section of the report (a key of analysis.report.SECTIONS) on its own, e.g.
+        "hang", "nccl", "replay"; KeyError for a key that is not a section."""
+        if key not in SECTIONS:
+            raise KeyError(f"no report section {key!r} (sections: {', '.join(SECTIONS)})")
+        return SECTIONS[key](self.con, self.id)
+
+    def collective_table(self, view: str = "instances") -> pd.DataFrame:
+        """Matched collectives listed by `view` (a key of COLLECTIVE_VIEWS): one row per
+        instance, per (instance, rank), per op, the clock offset per host, or the instances
+        that did not match cleanly."""
+        return COLLECTIVE_VIEWS[view](self.con, self.id)
+
+    def scenario(self) -> Scenario | None:
+        """The run as a calibrated model scenario for what-ifs; None when it cannot be."""
+        return run_scenario(self.con, self.id)
+
+    def model_whatif(self, knobs: dict[str, float], link_peak: Any = None) -> dict:
+        """The calibrated model's what-if of this run with `knobs` changed
+        (analysis.model.run_whatif)."""
+        return run_whatif(self.con, self.id, knobs, link_peak)
+
+    def step_tracks(self, step: int, ranks: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Busy tracks and collective calls of `ranks` in `step`, relative to its start."""
+        return (
+            timeline.tracks(self.con, self.id, step, ranks),
+            timeline.collectives(self.con, self.id, step, ranks),
+        )
+
+    def windows(self, n: int) -> list[tuple[int, int]]:
+        """The run's span cut in `n` windows (start, end ns); empty without activity."""
+        return timeline.windows(self.con, self.id, n)
+
+    def window_tracks(self, t0: int, t1: int, ranks: list[int]) -> pd.DataFrame:
+        """Busy tracks of `ranks` between `t0` and `t1` (ns)."""
+        return timeline.window_tracks(self.con, self.id, t0, t1, ranks)
+
+    def perfetto(self) -> dict:
+        """Every rank's timeline merged into one Chrome/Perfetto trace on aligned clocks."""
+        return merged_trace(self.con, self.name)
 
 
 class Store:
-    """A commwall database opened read-only for analysis."""
+    """A commwall database opened read-only for analysis (FileNotFoundError when `path` does
+    not exist); a context manager that closes it."""
 
     def __init__(self, path: str | Path) -> None:
         self.con = db.open_db(path)
+
+    @classmethod
+    def over(cls, con: duckdb.DuckDBPyConnection) -> Store:
+        """A facade over a connection the caller opened, with the analysis macros loaded
+        (db.open_db, db.load_modules), and will close."""
+        self = cls.__new__(cls)
+        self.con = con
+        return self
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def runs(self) -> pd.DataFrame:
         """Runs with file counts, ranks and formats."""

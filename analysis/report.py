@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import pandas as pd
@@ -23,6 +23,7 @@ from analysis.model.section import model_section
 from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
+from analysis.report_types import Report
 from analysis.session import run_session
 from analysis.stragglers import stragglers_section
 from analysis.summary import decomposition_section, json_value, summary_section
@@ -121,7 +122,7 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
 DERIVED: dict[str, Callable[[dict], Any]] = {"diagnosis": diagnose, "checklist": checklist}
 
 
-def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True) -> dict:
+def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True) -> Report:
     """The full report of run `run`. A section whose builder raises is None, `analysis_errors`
     (present only then) maps its key to the error in words, and the failure is logged with its
     traceback (logger `commwall.report`), so that one failing section never hides the others:
@@ -149,4 +150,4 @@ def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = Tr
                 )
     if errors:
         report["analysis_errors"] = errors
-    return report
+    return cast(Report, report)

@@ -3,7 +3,7 @@
 The rule is the step model's (analysis.model.step.verdict); this adapts it to the dicts the
 report carries: the measured `summary` section and the model's `predicted` dict alike (keys
 step_ms, tau_comp_ms, tau_comm_ms, exposed_comm_ms, and optionally exposed_comm_share, gamma,
-eta).
+eta, and exposed_wait_ms on a measured step).
 """
 
 from __future__ import annotations
@@ -34,5 +34,7 @@ def verdict(m: dict | None) -> dict | None:
         gamma = m["tau_comm_ms"] / m["tau_comp_ms"]
     if gamma is None:
         return None
-    v, reason = step_verdict(share, gamma, m.get("eta") or 0.0, EXPOSED_SHARE_LIMIT)
+    exposed, wait = m.get("exposed_comm_ms"), m.get("exposed_wait_ms")
+    wait_fraction = wait / exposed if wait is not None and exposed else None
+    v, reason = step_verdict(share, gamma, m.get("eta") or 0.0, EXPOSED_SHARE_LIMIT, wait_fraction)
     return {"verdict": v, "reason": reason}

@@ -103,12 +103,21 @@ def measured_step(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
         "overlap_s": float(r["overlap_ns"]) * 1e-9,
         "exposed_comm_s": float(r["exposed_comm_ns"]) * 1e-9,
         "idle_s": float(r["idle_ns"]) * 1e-9,
+        "exposed_wait_s": float(r["exposed_wait_ns"]) * 1e-9,
         "eta": _num(r["eta"]),
     }
 
 
-def _ratios(step_s: float, compute_s: float, comm_s: float, exposed_s: float, eta: float) -> dict:
-    """comm_overhead, gpu_efficiency, gamma and the verdict of one step."""
+def _ratios(
+    step_s: float,
+    compute_s: float,
+    comm_s: float,
+    exposed_s: float,
+    eta: float,
+    wait_s: float | None = None,
+) -> dict:
+    """comm_overhead, gpu_efficiency, gamma and the verdict of one step (`wait_s`: the exposed
+    communication spent waiting for late ranks, known on a measured step only)."""
     overhead = exposed_s / step_s if step_s else None
     gamma = comm_s / compute_s if compute_s else None
     out: dict[str, Any] = {
@@ -119,7 +128,10 @@ def _ratios(step_s: float, compute_s: float, comm_s: float, exposed_s: float, et
         "reason": None,
     }
     if overhead is not None and gamma is not None:
-        out["verdict"], out["reason"] = verdict(overhead, gamma, eta, DEFAULT_TARGET_OVERHEAD)
+        wait = wait_s / exposed_s if wait_s is not None and exposed_s else None
+        out["verdict"], out["reason"] = verdict(
+            overhead, gamma, eta, DEFAULT_TARGET_OVERHEAD, wait_fraction=wait
+        )
     return out
 
 
@@ -150,6 +162,7 @@ def _measured(
                 step["comm_s"],
                 step["exposed_comm_s"],
                 step["eta"] or 0.0,
+                step["exposed_wait_s"],
             ),
         )
     if traffic is not None:

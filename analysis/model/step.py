@@ -41,12 +41,27 @@ def _check(compute_s: float, comm_s: float, eta: float, grad_accum: int) -> None
         raise ValueError("need compute_s, comm_s >= 0, 0 <= eta <= 1, grad_accum >= 1")
 
 
-def verdict(comm_overhead: float, gamma: float, eta: float, target: float) -> tuple[str, str]:
+def verdict(
+    comm_overhead: float,
+    gamma: float,
+    eta: float,
+    target: float,
+    wait_fraction: float | None = None,
+) -> tuple[str, str]:
     """(verdict, reason): a communication wall when exposed communication exceeds `target` of
-    the step; the reason says whether overlap could hide it (γ < 1) or not."""
+    the step; the reason says whether overlap could hide it (γ < 1) or not. On a measured step,
+    `wait_fraction` is the part of the exposed communication spent waiting for late ranks:
+    when that is most of it, neither bandwidth nor overlap is the remedy, and the reason says
+    so instead (the diagnosis names the late ranks)."""
     share = f"exposed communication is {100 * comm_overhead:.1f}% of the step"
     if comm_overhead <= target:
         return COMPUTE_BOUND, f"{share} (target {100 * target:.0f}%)"
+    if wait_fraction is not None and wait_fraction >= 0.5:
+        return COMM_WALL, (
+            f"{share}, {100 * wait_fraction:.0f}% of it waiting for late ranks rather than "
+            "transferring data: more bandwidth would not remove the waiting (the diagnosis "
+            "says who is late and why)"
+        )
     if gamma >= 1:
         return COMM_WALL, (
             f"{share}; communication takes {gamma:.2f}× the compute time, so no overlap can "

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
 from analysis import db
+from analysis.api import Store
 from cli.commands._output import add_db, add_format, emit_json, error, fmt_table
 
-Builder = Callable[[Any, int], dict]
 Renderer = Callable[[dict, Callable], str]
 
 
@@ -18,28 +17,28 @@ def add_section_command(
     name: str,
     help_text: str,
     description: str,
-    build: Builder,
+    section: str,
     render: Renderer,
 ) -> None:
-    """Register `commwall NAME --db F --run R [--format text|json]` printing `build`'s section
-    as JSON or as `render`'s text."""
+    """Register `commwall NAME --db F --run R [--format text|json]` printing the report's
+    `section` (a key of analysis.report.SECTIONS) as JSON or as `render`'s text."""
     p = sub.add_parser(name, help=help_text, description=description)
     add_db(p)
     p.add_argument("--run", required=True, help="run name")
     add_format(p, ("text", "json"))
-    p.set_defaults(func=lambda args: print_section(args, build, render))
+    p.set_defaults(func=lambda args: print_section(args, section, render))
 
 
-def print_section(args: argparse.Namespace, build: Builder, render: Renderer) -> int:
+def print_section(args: argparse.Namespace, section: str, render: Renderer) -> int:
     """Print the section of run `args.run` in `args.format`; exit status 2 when the store or
     the run does not exist."""
     try:
-        con = db.open_db(args.db)
-        section = build(con, db.run_id(con, args.run))
+        with Store(args.db) as store:
+            value = store.run(args.run).section(section)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
     if args.format == "json":
-        emit_json(section)
+        emit_json(value)
     else:
-        print(render(section, fmt_table))
+        print(render(value, fmt_table))
     return 0

@@ -7,7 +7,8 @@ import json
 
 import pandas as pd
 
-from analysis import collectives, db
+from analysis import db
+from analysis.api import COLLECTIVE_VIEWS, Store
 from cli.commands._output import (
     add_db,
     add_format,
@@ -17,14 +18,6 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
-
-VIEWS = {
-    "instances": collectives.collective_instances,
-    "ranks": collectives.collective_ranks,
-    "ops": collectives.collective_ops,
-    "clock": collectives.clock_offsets,
-    "problems": collectives.collective_problems,
-}
 
 #: Columns shown by the text format (json and csv give every column).
 TEXT_COLUMNS = {
@@ -52,7 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_db(p)
     p.add_argument("--run", required=True, help="run name")
-    p.add_argument("--view", choices=tuple(VIEWS), default="instances", help="what to list")
+    p.add_argument(
+        "--view", choices=tuple(COLLECTIVE_VIEWS), default="instances", help="what to list"
+    )
     p.add_argument("--op", help="only this op (allreduce, allgather, ...)")
     add_format(p)
     p.set_defaults(func=run)
@@ -61,11 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the chosen view."""
     try:
-        con = db.open_db(args.db)
-        rid = db.run_id(con, args.run)
+        with Store(args.db) as store:
+            df = store.run(args.run).collective_table(args.view)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
-    df = VIEWS[args.view](con, rid)
     if args.op is not None and "op" in df.columns:
         df = df[df["op"] == args.op]
     if args.format == "json":

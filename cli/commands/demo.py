@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis import db
-from analysis.report import build_report
+from analysis.api import Store
 from cli.commands._output import emit_text, error, fmt_table, note
 from cli.commands.serve import add_serve_options, serve
 from cli.text_report import render_text
@@ -57,10 +56,9 @@ def run(args: argparse.Namespace) -> int:
         names = ingest_samples(args.db)
     except FileNotFoundError as e:
         return error(str(e))
-    con = db.open_db(args.db)
-    for name in names:
-        emit_text(render_text(build_report(con, name), fmt_table) + "\n")
-    con.close()
+    with Store(args.db) as store:
+        for name in names:
+            emit_text(render_text(store.run(name).report(), fmt_table) + "\n")
     emit_text(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
     if args.no_serve:
         return 0

@@ -8,7 +8,8 @@ import json
 import pandas as pd
 
 from analysis import db
-from analysis.diff import TABLES, diff, regressions
+from analysis.api import Store
+from analysis.diff import TABLES, regressions
 from cli.commands._output import (
     add_db,
     add_format,
@@ -73,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if len(set(args.runs)) != len(args.runs):
         return error(f"a run is named twice: {args.runs}")
     try:
-        con = db.open_db(args.db)
-        tables = diff(con, args.runs)
+        with Store(args.db) as store:
+            tables = store.diff(*args.runs)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
     shown = tables if args.table == "all" else {args.table: tables[args.table]}

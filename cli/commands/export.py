@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from analysis import db
+from analysis.api import Store
 from cli.commands._output import add_db, error, printable
 
 FORMATS = ("html", "md", "perfetto")
@@ -44,14 +45,12 @@ def _format(args: argparse.Namespace) -> str:
     return "md" if name.endswith((".md", ".markdown")) else "html"
 
 
-def _build(con: object, args: argparse.Namespace, fmt: str) -> str:
+def _build(store: Store, args: argparse.Namespace, fmt: str) -> str:
     if fmt == "perfetto":
-        from analysis.perfetto import merged_trace  # noqa: PLC0415 (only this format)
-
-        return json.dumps(merged_trace(con, args.run), separators=(",", ":"))
+        return json.dumps(store.run(args.run).perfetto(), separators=(",", ":"))
     from dashboard.export import postmortem  # noqa: PLC0415 (charts: only these formats)
 
-    return postmortem(con, args.run, fmt, baseline=args.diff)
+    return postmortem(store.con, args.run, fmt, baseline=args.diff)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,15 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.diff == args.run:
         return error("--diff names the run itself; give the baseline run to compare with")
     try:
-        con = db.open_db(args.db)
+        store = Store(args.db)
     except FileNotFoundError as e:
         return error(str(e))
     try:
-        text = _build(con, args, fmt)
+        with store:
+            text = _build(store, args, fmt)
     except (db.RunNotFound, ValueError) as e:
         return error(str(e))
-    finally:
-        con.close()
     if args.out == "-":
         sys.stdout.write(printable(text, None))
     elif args.out.lower().endswith(".gz"):

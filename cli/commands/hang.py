@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.hang import hang_section
 from cli.commands._section import add_section_command
 from dashboard.hang_text import render_hang
 
@@ -20,6 +19,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "never entered, ranks that never entered it, mismatched op, dtype or size with the "
         "culprit rank(s), ranks stuck in a collective, ranks without a dump, and one sentence "
         "naming the cause — the `hang` section of `commwall report`.",
-        hang_section,
+        "hang",
         render_hang,
     )

@@ -151,8 +151,8 @@ def render(r: dict) -> str:
 def run_stored(args: argparse.Namespace) -> int:
     """What-ifs on a stored run: the dashboard's knobs, given as options."""
     from analysis import db
+    from analysis.api import Store
     from analysis.model.hardware import link_for_peak
-    from analysis.model.run_whatif import run_whatif
     from analysis.model.units import parse_bandwidth
 
     if not args.run:
@@ -170,8 +170,8 @@ def run_stored(args: argparse.Namespace) -> int:
             if value is not None:
                 knobs[key] = float(value)
         peak = link_for_peak(args.link_peak) if args.link_peak else None
-        con = db.open_db(args.db)
-        result = run_whatif(con, db.run_id(con, args.run), knobs, peak)
+        with Store(args.db) as store:
+            result = store.run(args.run).model_whatif(knobs, peak)
     except (ValueError, FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
     if args.format == "json":

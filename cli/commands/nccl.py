@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.nccl import nccl_section
 from cli.commands._section import add_section_command
 from dashboard.nccl_text import render_nccl
 
@@ -19,6 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "GPU Direct RDMA, TCP sockets where RDMA was expected, ring and tree shapes, warnings, "
         "errors and watchdog timeouts (with the ranks that never issued the collective), and "
         "collective sizes — the `nccl` section of `commwall report`.",
-        nccl_section,
+        "nccl",
         render_nccl,
     )

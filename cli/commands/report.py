@@ -7,7 +7,7 @@ import argparse
 import pandas as pd
 
 from analysis import db
-from analysis.report import build_report
+from analysis.api import Store
 from cli.commands._output import (
     add_db,
     add_format,
@@ -37,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the report."""
     try:
-        con = db.open_db(args.db)
-        report = build_report(con, args.run)
+        with Store(args.db) as store:
+            report = store.run(args.run).report()
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
     if args.format == "json":

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from analysis import db
-from analysis.api import runs_table
+from analysis.api import Store
 from cli.commands._output import (
     add_db,
     add_format,
@@ -28,10 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the runs table."""
     try:
-        con = db.open_db(args.db)
+        with Store(args.db) as store:
+            df = store.runs()
     except FileNotFoundError as e:
         return error(str(e))
-    df = runs_table(con)
     if args.format == "json":
         emit_json(df.to_dict("records"))
     elif args.format == "csv":

@@ -7,11 +7,12 @@ import os
 import sys
 from pathlib import Path
 
+import dashboard
 from cli.commands._output import add_db, error
 from dashboard.database import DB_ENV, UPLOAD_ENV, StoreBusy, StoreFile
 from ingest.store import StoreError
 
-APP_DIR = Path(__file__).resolve().parents[1]
+APP_DIR = Path(dashboard.__file__).resolve().parent  # the Streamlit app and its .streamlit/
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.replay import replay_section
 from cli.commands._section import add_section_command
 from cli.text_report import render_replay
 
@@ -21,6 +20,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "one change at a time: stragglers at the other ranks' pace, nobody waiting, transfer 2x "
         "faster, transfer hidden, all communication hidden, idle removed — the `replay` section "
         "of `commwall report`.",
-        replay_section,
+        "replay",
         render_replay,
     )
