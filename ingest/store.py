@@ -112,6 +112,15 @@ class FileResult:
     error: str | None = None
     dropped: int = 0  # events left out for values that cannot be right (detail says why)
     dropped_reason: str | None = None
+    clamped: int = 0  # events stored with a value changed to fit (e.g. a negative duration)
+    clamped_reason: str | None = None
+
+    def count(self, detail: dict) -> None:
+        """Take the parser's counts of dropped and clamped events from a file's detail."""
+        self.dropped = detail.get("dropped_events", 0)
+        self.dropped_reason = detail.get("dropped_reason")
+        self.clamped = detail.get("clamped_events", 0)
+        self.clamped_reason = detail.get("clamped_reason")
 
 
 @dataclass
@@ -231,8 +240,7 @@ def ingest(
                         parsed.ranks(),
                         parsed.n_rows,
                     )
-                    result.dropped = parsed.detail.get("dropped_events", 0)
-                    result.dropped_reason = parsed.detail.get("dropped_reason")
+                    result.count(parsed.detail)
             except (IngestError, OSError) as e:
                 err = e if isinstance(e, IngestError) else IngestError(path, str(e))
                 if not keep_going:

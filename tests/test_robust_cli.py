@@ -125,6 +125,20 @@ def test_keep_going_with_a_crashing_parser(tmp_path, traces, monkeypatch, capsys
         store.ingest(store.connect(tmp_path / "k2.duckdb"), "k", [traces[1]])
 
 
+def test_ingest_summary_counts_clamped_events(tmp_path, traces, capsys) -> None:
+    doc = json.loads(traces[1].read_text())
+    xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    for e in xs[:3]:
+        e["dur"] = -1
+    path = tmp_path / traces[1].name
+    path.write_text(json.dumps(doc))
+    argv = ["ingest", str(path), "--db", str(tmp_path / "c.duckdb"), "--run", "c"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "; 3 event(s) clamped" in err
+    assert f"{path}: 3 event(s) clamped (negative duration, stored as 0)" in err
+
+
 def _hold(db: Path) -> subprocess.Popen:
     hold = subprocess.Popen(
         [sys.executable, "-c", f"import duckdb,sys; c=duckdb.connect({str(db)!r}); "

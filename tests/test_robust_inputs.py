@@ -4,6 +4,7 @@ with what they say; gzip data cannot make ingest allocate what a trailer claims.
 from __future__ import annotations
 
 import gzip
+import json
 import time
 import tracemalloc
 import zlib
@@ -15,7 +16,9 @@ from analysis.db import load_modules
 from analysis.report import build_report
 from ingest import store
 from ingest.errors import IngestError
+from ingest.exec import distributed
 from ingest.formats import registry as formats
+from ingest.schema import NEGATIVE_DURATION
 from ingest.sources import MAX_RATIO, RATIO_SLACK, read_bytes
 
 CRASHES = Path(__file__).parent / "data" / "crashes"
@@ -183,11 +186,30 @@ def test_nsys_reproducer_is_a_clear_error(tmp_path: Path, name: str, words: str)
 
 def test_nsys_kernel_ending_before_it_starts_has_no_length(tmp_path: Path) -> None:
     # two kernels end 1e9 ns before they start (start 1517727052, end 517727052): stored with
-    # dur 0, and the report is produced
+    # dur 0 and counted as clamped, and the report is produced
     path = _gunzipped(tmp_path, "s06_kernel_end_before_start.sqlite.gz")
-    report, (con, _) = _ingest_and_report(tmp_path, path)
+    report, (con, summary) = _ingest_and_report(tmp_path, path)
     assert con.execute("SELECT min(dur) FROM activities").fetchone()[0] == 0
     assert report["ranks"]
+    # sqlite3 on the file: SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end < start
+    # gives 2 (0 in CUPTI_ACTIVITY_KIND_RUNTIME and _MEMCPY, and no NVTX_EVENTS table)
+    assert (summary.files[0].clamped, summary.files[0].clamped_reason) == (2, NEGATIVE_DURATION)
+    dist = distributed.ingest(con, "d", [path], tmp_path / "shards")  # the Dask path's summary
+    assert dist.files[0].clamped == 2
+
+
+def test_kineto_negative_durations_are_stored_as_zero_and_counted(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
+         "ts": 1_700_000_000_000_000 + 100 * i, "dur": -5 if i in (1, 4, 6) else 10}
+        for i in range(8)
+    ]  # fmt: skip
+    path = tmp_path / "negative_rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    _, (con, summary) = _ingest_and_report(tmp_path, path)
+    durs = con.execute("SELECT name, dur FROM activities ORDER BY ts").fetchall()
+    assert durs == [(f"op{i}", 0 if i in (1, 4, 6) else 10_000) for i in range(8)]
+    assert (summary.files[0].clamped, summary.files[0].clamped_reason) == (3, NEGATIVE_DURATION)
 
 
 DLRM = sorted((Path(__file__).parents[1] / "sample_traces" / "dlrm_8rank").glob("*.json.gz"))

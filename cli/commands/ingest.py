@@ -156,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
         bar.set_postfix_str(f"{next(done)}/{len(paths)} files, {path.name}: {result.status}")
         if result.error:
             tqdm.write(printable(f"  failed: {result.error}"), file=sys.stderr)
-        if result.dropped:
-            tqdm.write(printable(_dropped(path, result)), file=sys.stderr)
+        for line in _counted(path, result):
+            tqdm.write(printable(line), file=sys.stderr)
 
     try:
         con = store.connect(args.db, wait_s=args.wait, on_wait=note)
@@ -179,23 +179,31 @@ def run(args: argparse.Namespace) -> int:
     counts = {s: sum(f.status == s for f in summary.files) for s in ("ingested", "skipped")}
     ranks = sorted({r for f in summary.files for r in f.ranks})
     dropped = sum(f.dropped for f in summary.files)
+    clamped = sum(f.clamped for f in summary.files)
     note(
         f"run {name!r}: {counts['ingested']} file(s) ingested, {counts['skipped']} already "
         f"present, {len(summary.failed)} failed; ranks {ranks or '-'}"
         + (f"; {dropped:,} event(s) dropped" if dropped else "")
+        + (f"; {clamped:,} event(s) clamped" if clamped else "")
     )
     for f in summary.failed:
         note(f"  failed: {f.error}")
     for f in summary.files:
-        if f.dropped:
-            note(_dropped(Path(f.path), f))
+        for line in _counted(Path(f.path), f):
+            note(line)
     if not summary.committed:
         note(f"nothing was stored for run {name!r}")
     return 1 if summary.failed else 0
 
 
-def _dropped(path: Path, result: store.FileResult) -> str:
-    return f"  {path}: {result.dropped:,} event(s) dropped ({result.dropped_reason})"
+def _counted(path: Path, result: store.FileResult) -> list[str]:
+    """The events of a file that were dropped, or stored clamped, and why."""
+    out = []
+    if result.dropped:
+        out.append(f"  {path}: {result.dropped:,} event(s) dropped ({result.dropped_reason})")
+    if result.clamped:
+        out.append(f"  {path}: {result.clamped:,} event(s) clamped ({result.clamped_reason})")
+    return out
 
 
 def _sharded(

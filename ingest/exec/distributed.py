@@ -114,7 +114,9 @@ def _crashed(job: ShardJob, e: BaseException) -> ShardResult:
 def _file_result(res: ShardResult) -> store.FileResult:
     err = None if res.problem is None else str(IngestError(res.path, res.problem))
     parsed = res.parsed()
-    return store.FileResult(res.path, res.status, res.format, parsed.ranks(), res.n_rows, err)
+    out = store.FileResult(res.path, res.status, res.format, parsed.ranks(), res.n_rows, err)
+    out.count(res.detail)
+    return out
 
 
 def _decide(

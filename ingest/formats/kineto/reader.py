@@ -29,7 +29,15 @@ from ingest.exec import forked
 from ingest.formats.kineto import events as kineto_events
 from ingest.formats.kineto.events import Args, DistInfo, Event, Header, Id
 from ingest.parsed import Parsed
-from ingest.schema import COLLECTIVES, MAX_NS, PROCESS_GROUPS, RANKS, STEPS, TIME_RANGE
+from ingest.schema import (
+    COLLECTIVES,
+    MAX_NS,
+    NEGATIVE_DURATION,
+    PROCESS_GROUPS,
+    RANKS,
+    STEPS,
+    TIME_RANGE,
+)
 from ingest.sources import DEFAULT_MAX_BYTES, read_bytes
 
 FORMAT = "kineto"
@@ -183,7 +191,7 @@ class _Chunks:
             )
         self.ts.append(np.array(list(map(_TS, xs)), np.float64))  # µs, checked in `in_range`
         dur = np.array(list(map(_DUR, xs)), np.float64)  # a missing dur is NaN
-        self.dur.append(np.maximum(np.nan_to_num(dur, nan=0.0), 0.0))
+        self.dur.append(np.nan_to_num(dur, nan=0.0))  # negative ones: clamped in `parse`
         cats = _legacy(pa.array(list(map(_CAT, xs)), pa.string()).dictionary_encode())
         names = pc.fill_null(pa.array(list(map(_NAME, xs)), pa.string()), "").dictionary_encode()
         self.cat.append(cats)
@@ -342,6 +350,8 @@ def parse(
     dist = header.distributedInfo
     rank_value, rank_source = _rank_of(path, dist, rank)
     ts_us, dur_us = np.concatenate(chunks.ts), np.concatenate(chunks.dur)
+    negative = dur_us < 0  # stored with duration 0, and counted
+    dur_us[negative] = 0.0
     base = header.baseTimeNanoseconds
     if base is not None:
         time_base = "base_ns"
@@ -351,6 +361,8 @@ def parse(
         time_base, base = "unknown", 0
     ok = _in_range(ts_us, dur_us, base)
     dropped = len(ok) - int(np.count_nonzero(ok))
+    clamped = int(np.count_nonzero(negative & ok))
+    del negative
     if dropped:
         chunks.keep(ok)
         ts_us, dur_us, kept = ts_us[ok], dur_us[ok], chunks.kept
@@ -437,6 +449,8 @@ def parse(
     if dropped:
         detail["dropped_events"] = dropped
         detail["dropped_reason"] = f"start or end outside {TIME_RANGE}"
+    if clamped:
+        detail["clamped_events"], detail["clamped_reason"] = clamped, NEGATIVE_DURATION
     tables = {
         "ranks": ranks,
         "process_groups": pgs,

@@ -29,7 +29,7 @@ from ingest.formats.nsys.db import Export
 from ingest.formats.nsys.source import sqlite_file
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
-from ingest.schema import ACTIVITIES, MAX_NS, RANKS, TIME_RANGE
+from ingest.schema import ACTIVITIES, MAX_NS, NEGATIVE_DURATION, RANKS, TIME_RANGE
 
 FORMAT = "nsys"
 PID_MASK = 0xFFFFFF
@@ -104,6 +104,7 @@ def _parse(ex: Export, path: Path, opts: ParseOptions) -> Parsed:
     device = _with_rank(_with_launch(device, runtime), ranks)
     for table, what in ((device, "GPU work"), (runtime, "CUDA API calls"), (nvtx.ranges, "NVTX")):
         _check_times(path, table, base, what)
+    clamped = sum(map(_ends_before_start, (device, runtime, ranges)))
     kinds = _kinds(device, classify.comm_regex(opts.comm_patterns))
     activities = pa.concat_tables(
         [
@@ -128,6 +129,8 @@ def _parse(ex: Export, path: Path, opts: ParseOptions) -> Parsed:
     counts = Counter(device["cat"].to_pylist())
     detail = _detail(ex, meta, base, time_base, counts, runtime, nvtx, procs, ranks)
     detail.update(steps=steps.num_rows, collectives=colls.num_rows)
+    if clamped:
+        detail["clamped_events"], detail["clamped_reason"] = clamped, NEGATIVE_DURATION
     if steps.num_rows == 0:
         detail["notes"].insert(
             0, "no NVTX step ranges (ProfilerStep#N, or --step-range): whole-report totals only"
@@ -141,6 +144,13 @@ def _pairs(ex: Export, table: str, key: str, value: str) -> dict[str, str]:
     if t is None or not {key, value} <= ex.columns(t):
         return {}
     return {str(k): str(v) for k, v in ex.rows(f'SELECT "{key}", "{value}" FROM "{t}"')}
+
+
+def _ends_before_start(table: pa.Table) -> int:
+    """Rows of `table` whose end precedes their start (stored with duration 0)."""
+    if table.num_rows == 0:
+        return 0
+    return pc.sum(pc.less(table["end"], table["start"])).as_py() or 0
 
 
 def _check_times(path: Path, table: pa.Table, base: int, what: str) -> None:
