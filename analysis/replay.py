@@ -12,6 +12,12 @@ the aligned clock (sql/replay.sql):
   last rank arrives (S) and takes the measured transfer T = E - S, E the instance's median end.
 
 Gaps hold whatever the rank did between calls (compute, memory copies, idle, other calls).
+Where the trace says when the program *issued* a call that a worker thread ran later (gloo's
+`c10d::*` op, sql/replay.sql), the chain above runs on the issues, and the call arrives at the
+later of its issue and the own end of an earlier call the worker was still busy with (the
+worker's measured delay after that end kept; a call that no earlier end held keeps its measured
+delay after its issue): a call waiting in the worker's queue cannot start before the program
+asked for it, however early the call ahead of it ends.
 Replaying with nothing changed reproduces every window exactly (up to non-causal instances,
 E < S, whose transfer is taken as 0). A what-if changes gaps or barriers and replays: the step
 time of a step is its slowest rank's (window start to replayed window end), and the run's is the
@@ -37,11 +43,14 @@ class _Call:
     rank: int
     ik: int
     arrival: int
-    dep: str  # 'window' | 'arrival' (previous call's arrival) | 'end' (an instance's end)
+    dep: str  # the issue's: 'window' | 'arrival' (previous call's issue) | 'end' (an own end)
     prev: int  # index in the rank's chain of the call depended on (-1 for 'window')
     gap: int
     idle: int
     end_offset: int = 0  # the call's own end minus its instance's end E
+    issue: int = -1  # when the program issued the call (= arrival when not known)
+    busy_prev: int = -1  # the call whose own end the worker waited for after the issue, or -1
+    busy_gap: int = 0  # that end to the arrival (without busy_prev: the issue to the arrival)
 
 
 @dataclass
@@ -172,7 +181,7 @@ def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) 
         # end on ties), else the previous arrival; a sorted list instead of a scan of all calls
         if not rk.calls:
             return rk.start, "window", -1
-        best = (rk.calls[-1].arrival, "arrival", len(rk.calls) - 1)
+        best = (rk.calls[-1].issue, "arrival", len(rk.calls) - 1)
         i = bisect.bisect_right(ends, (t, len(ends)))
         if i and ends[i - 1][0] > best[0]:
             e = ends[i - 1][0]
@@ -180,14 +189,23 @@ def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) 
         return best
 
     if mine is not None:
-        cols = (mine[c].tolist() for c in ("ik", "ts", "te"))
-        for ik, ts, te in zip(*cols, strict=True):
-            ik, ts = int(ik), int(ts)
-            dep_t, dep, prev = dependency(ts)
+        issues = mine["issue_ts"] if "issue_ts" in mine else mine["ts"]
+        cols = (*(mine[c].tolist() for c in ("ik", "ts", "te")), issues.tolist())
+        for ik, ts, te, iss in zip(*cols, strict=True):
+            ik, ts, iss = int(ik), int(ts), min(int(iss), int(ts))
+            dep_t, dep, prev = dependency(iss)
             end_offset = int(te) - st.end[ik]
-            rk.calls.append(
-                _Call(rk.rank, ik, ts, dep, prev, max(ts - dep_t, 0), idle(dep_t, ts), end_offset)
+            call = _Call(
+                rk.rank, ik, ts, dep, prev, max(iss - dep_t, 0), idle(dep_t, iss), end_offset, iss
             )
+            i = bisect.bisect_right(ends, (ts, len(ends)))
+            if i and ends[i - 1][0] > iss:  # the worker was busy with an earlier call
+                e = ends[i - 1][0]
+                call.busy_prev = ends[bisect.bisect_left(ends, (e, -1))][1]
+                call.busy_gap = ts - e
+            else:  # started late on its own (a worker thread not yet scheduled)
+                call.busy_gap = ts - iss
+            rk.calls.append(call)
             j = len(rk.calls) - 1
             bisect.insort(ends, (st.end[ik] + end_offset, j))
             st.members.setdefault(ik, []).append((rk.rank, j))
@@ -216,6 +234,31 @@ def _replay_step(st: _Step, w: WhatIf) -> dict[int, int]:
     def transfer(ik: int) -> int:
         return int(max(st.end[ik] - st.last[ik], 0) * w.transfer_scale)
 
+    issued: dict[tuple[int, int], int] = {}
+
+    def own_end(r: int, k: int) -> int:
+        p = st.ranks[r].calls[k]
+        return end(p.ik) + p.end_offset
+
+    def issue(r: int, k: int) -> int:
+        key = (r, k)
+        if key in issued:
+            return issued[key]
+        c = st.ranks[r].calls[k]
+        if r in fixed and any(q not in fixed for q, _ in st.members[c.ik]):
+            issued[key] = arrive(r, k)  # a fixed rank arrives with the others
+            return issued[key]
+        if c.dep == "window":
+            base = st.ranks[r].start
+        elif c.dep == "arrival":
+            base = issue(r, c.prev)
+        else:
+            base = own_end(r, c.prev)
+        if k > 0:  # never before its own previous call (only a what-if can break this)
+            base = max(base, issue(r, k - 1))
+        issued[key] = base + gap_of(c)
+        return issued[key]
+
     def arrive(r: int, k: int) -> int:
         key = (r, k)
         if key in arrival:
@@ -226,16 +269,14 @@ def _replay_step(st: _Step, w: WhatIf) -> dict[int, int]:
             if others:
                 arrival[key] = int(np.median(others))
                 return arrival[key]
-        if c.dep == "window":
-            base = st.ranks[r].start
-        elif c.dep == "arrival":
-            base = arrive(r, c.prev)
+        t = issue(r, k)
+        if c.busy_prev >= 0:
+            t = max(t, own_end(r, c.busy_prev) + c.busy_gap)
         else:
-            p = st.ranks[r].calls[c.prev]
-            base = end(p.ik) + p.end_offset
-        if k > 0:  # never before its own previous call (only a what-if can break this)
-            base = max(base, arrive(r, k - 1))
-        arrival[key] = base + gap_of(c)
+            t += c.busy_gap
+        if k > 0:
+            t = max(t, arrive(r, k - 1))
+        arrival[key] = t
         return arrival[key]
 
     def end(ik: int) -> int:
@@ -254,10 +295,10 @@ def _replay_step(st: _Step, w: WhatIf) -> dict[int, int]:
             continue
         p = rk.tail_prev
         if rk.tail_dep == "end":
-            base = end(rk.calls[p].ik) + rk.calls[p].end_offset
+            base = own_end(r, p)
         else:
-            base = arrive(r, p)
-        base = max(base, arrive(r, len(rk.calls) - 1))
+            base = issue(r, p)
+        base = max(base, issue(r, len(rk.calls) - 1))
         tail = med_tail if (r in fixed and med_tail is not None) else rk.tail_gap
         if w.remove_idle:
             tail = max(tail - rk.tail_idle, 0)
@@ -275,10 +316,14 @@ def replay(steps: list[_Step], w: WhatIf) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rank", "step", "measured_ns", "replayed_ns"])
 
 
+def job_steps(df: pd.DataFrame, col: str) -> pd.Series:
+    """The job's time of every step: the slowest rank's (a synchronous job waits for it)."""
+    return df.groupby("step")[col].max()
+
+
 def job_step(df: pd.DataFrame, col: str) -> float:
-    """The job's step time: per step the slowest rank's (a synchronous job waits for it), then
-    the median over steps."""
-    return float(df.groupby("step")[col].max().median())
+    """The job's step time: per step the slowest rank's, then the median over steps."""
+    return float(job_steps(df, col).median())
 
 
 def standard_whatifs(
@@ -325,6 +370,7 @@ class ReplayResult:
     per_step: pd.DataFrame  # rank, step, measured_ns, replayed_ns (unchanged)
     steps_replayed: int = 0  # steps replayed (all, or a sample: MAX_REPLAY_CALLS)
     steps_total: int = 0  # steps of the run with a window
+    by_step: pd.DataFrame = field(default_factory=pd.DataFrame)  # see whatif_by_step
 
 
 def replay_run(
@@ -341,14 +387,19 @@ def replay_run(
         return None
     results = {}
     per_step = None
+    by_step = []
     for w in standard_whatifs(stragglers, top_rank):
         if progress:
             progress(w.key)
         df = replay(steps, w)
         if w.key == "unchanged":
             per_step = df
-        results[w] = job_step(df, "replayed_ns")
+        job = job_steps(df, "replayed_ns")
+        by_step.append(pd.DataFrame({"key": w.key, "step_ns": job}).reset_index())
+        results[w] = float(job.median())
     assert per_step is not None
+    measured_by_step = job_steps(per_step, "measured_ns").rename("measured_ns").reset_index()
+    by_step_df = pd.concat(by_step, ignore_index=True).merge(measured_by_step, on="step")
     measured = job_step(per_step, "measured_ns")
     base = results[next(w for w in results if w.key == "unchanged")]
     rows = [
@@ -358,17 +409,36 @@ def replay_run(
     ]
     table = pd.DataFrame(rows, columns=["key", "label", "step_ns", "saving_ns", "saving_share"])
     table = table.sort_values("saving_ns", ascending=False, kind="stable").reset_index(drop=True)
-    return ReplayResult(measured, base, table, per_step, len(steps), n_steps)
+    by_step_df = by_step_df[["step", "key", "measured_ns", "step_ns"]]
+    return ReplayResult(measured, base, table, per_step, len(steps), n_steps, by_step_df)
 
 
-def replay_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
-    """The report's `replay`: measured and replayed step time (median over rank-step windows)
-    and the what-ifs ranked by the time they would save."""
+def _targets(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[int], int | None]:
+    """The flagged stragglers of run `rid` and the rank causing the most waiting (None when
+    nobody waits): whom "straggler fixed" fixes."""
     ranks = con.execute("SELECT rank, flagged, caused_ns FROM straggler_ranks(?)", [rid]).df()
     flagged = [int(r) for r in ranks.loc[ranks["flagged"], "rank"]]
     top = None
     if not ranks.empty and ranks["caused_ns"].max() > 0:
         top = int(ranks.loc[ranks["caused_ns"].idxmax(), "rank"])
+    return flagged, top
+
+
+def whatif_by_step(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
+    """The replay of run `rid` step by step: one row per (replayed step, what-if) with the job's
+    measured step (`measured_ns`, the slowest rank's window) and its replay under the what-if
+    (`step_ns`); `key` as in the report's `replay.whatifs`, plus `unchanged`. Empty when the run
+    has nothing to replay. The run's figures are the medians of these over steps."""
+    res = replay_run(con, rid, *_targets(con, rid))
+    if res is None:
+        return pd.DataFrame(columns=["step", "key", "measured_ns", "step_ns"])
+    return res.by_step
+
+
+def replay_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+    """The report's `replay`: measured and replayed step time (median over rank-step windows)
+    and the what-ifs ranked by the time they would save."""
+    flagged, top = _targets(con, rid)
     res = replay_run(con, rid, flagged, top)
     if res is None:
         return {

@@ -20,19 +20,48 @@ SELECT w.rank, w.step, w.ts - coalesce(o.offset_ns, 0) AS ts, w.dur
 FROM step_windows(rid) w LEFT JOIN rank_offsets(rid) o ON o.rank = w.rank
 ORDER BY w.rank, w.step;
 
+-- replay_issues(rid): when the program issued each collective call that runs on a host thread
+-- (gloo: a `c10d::*` op on the calling thread enqueues the work, a worker thread runs it as
+-- `gloo:*` when it is free, so the work can start well after the program asked for it).
+--   returns   rank, raw_ts (the call's unaligned start), issue_raw (its `c10d::*` op's start).
+--   Only ranks whose `c10d::*` ops and host-thread comm calls are equally many: the n-th op
+--   issued the n-th call (the workers take work in order); other ranks have no row.
+-- Algorithm: both numbered per rank in time order, joined on the number.
+CREATE OR REPLACE TEMP MACRO replay_issues(rid) AS TABLE
+WITH calls AS (
+    SELECT rank, ts, row_number() OVER (PARTITION BY rank ORDER BY ts, tid) AS n
+    FROM activities WHERE run_id = rid AND kind = 'comm' AND stream IS NULL
+),
+ops AS (
+    SELECT rank, ts, row_number() OVER (PARTITION BY rank ORDER BY ts, tid) AS n
+    FROM activities WHERE run_id = rid AND kind = 'other' AND name LIKE 'c10d::%'
+),
+paired AS (
+    SELECT rank FROM (SELECT rank, count(*) AS k FROM calls GROUP BY rank) c
+    JOIN (SELECT rank, count(*) AS k FROM ops GROUP BY rank) o USING (rank, k)
+)
+SELECT c.rank, c.ts AS raw_ts, min(o.ts) AS issue_raw
+FROM calls c JOIN ops o USING (rank, n)
+WHERE c.rank IN (SELECT rank FROM paired)
+GROUP BY c.rank, c.ts;
+
 -- replay_calls(rid): the collective calls of run `rid` that act as barriers in the replay.
 --   returns   rank, ik (instance id), step (the instance's step), ts (aligned arrival), te
 --             (the call's own aligned end), last_ts (the instance's last arrival S), end_ts (the
---             instance's end E: the median aligned end over its ranks).
+--             instance's end E: the median aligned end over its ranks), issue_ts (aligned time
+--             the program issued the call, replay_issues; ts when unknown; never after ts).
 --   Only instances seen by >= 2 ranks without size mismatch; other calls stay inside the gaps.
--- Algorithm: collective_ranks, with S and E per ik by window.
+-- Algorithm: collective_ranks, with S and E per ik by window; the issue shifted by the call's
+-- own clock offset (ts - raw_ts).
 CREATE OR REPLACE TEMP MACRO replay_calls(rid) AS TABLE
-SELECT rank, ik, step, ts, te, max(ts) OVER i AS last_ts,
-    round(median(te) OVER i)::BIGINT AS end_ts
-FROM collective_ranks(rid)
+SELECT c.rank, ik, step, c.ts, te, max(c.ts) OVER i AS last_ts,
+    round(median(te) OVER i)::BIGINT AS end_ts,
+    least(coalesce(q.issue_raw + (c.ts - c.raw_ts), c.ts), c.ts) AS issue_ts
+FROM collective_ranks(rid) c
+LEFT JOIN replay_issues(rid) q ON q.rank = c.rank AND q.raw_ts = c.raw_ts
 WHERE n_ranks >= 2 AND NOT size_mismatch
 WINDOW i AS (PARTITION BY ik)
-ORDER BY rank, ts;
+ORDER BY c.rank, c.ts;
 
 -- replay_busy(rid): each rank's busy intervals (any timeline activity), merged, aligned.
 --   returns   rank, ts, dur: disjoint, in order.
