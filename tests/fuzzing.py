@@ -44,6 +44,7 @@ SEEDS = [
     ("dlrm_rank0.json", ROOT / "sample_traces/dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json.gz"),
     ("fr_rank0.pt.trace.json", ROOT / "sample_traces/fr_op/rank0.pt.trace.json.gz"),
     ("fr_rank0.json", ROOT / "sample_traces/fr_op/rank0.json.gz"),
+    ("fr_rank0.pkl", ROOT / "sample_traces/fr_skip_pickle/rank0.pkl.gz"),
     ("nsys_report.sqlite", ROOT / "tests/data/nsys/nvfuser_1gpu/report2_nsys2024.6.sqlite.gz"),
     ("nccl.log", ROOT / "tests/data/nccl/003_ib_opa_2.7.8_bigscience_1node_4xV100_p2p_ipc_doubletree.log.gz"),
 ]  # fmt: skip

@@ -286,3 +286,23 @@ def test_nsys_gpu_facts_of_the_wrong_type_are_left_out(tmp_path: Path) -> None:
     assert [(g["sm_count"], g["total_memory_bytes"], g["name"]) for g in gpus] == [
         (sms, None, None)
     ]
+
+
+def test_flight_recorder_pickle_with_a_huge_integer_and_a_long_name(tmp_path: Path) -> None:
+    # found by review: a pickle holds integers of any length, and str() of one over 4,300
+    # digits raises ValueError (a parser crash); the real gloo dump with two fields changed
+    import pickle
+
+    from ingest import safe_pickle
+
+    src = Path(__file__).parents[1] / "sample_traces" / "fr_skip_pickle" / "rank0.pkl.gz"
+    dump = safe_pickle.loads(gzip.decompress(src.read_bytes()))
+    dump["version"] = 10**5000
+    dump["entries"][0]["profiling_name"] = "gloo:all_reduce" + "x" * 100_000
+    path = tmp_path / "rank0.pkl"
+    path.write_bytes(pickle.dumps(dump, protocol=4))
+    tables = formats.parse(path).tables
+    assert tables["fr_dumps"]["version"].to_pylist() == [None]  # not text: left out
+    names = tables["fr_entries"]["profiling_name"].to_pylist()
+    assert names[0] == ("gloo:all_reduce" + "x" * 100_000)[:4096]
+    assert len(names) == len(dump["entries"])

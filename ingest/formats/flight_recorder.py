@@ -127,6 +127,8 @@ def load(path: Path, max_bytes: int) -> tuple[dict, str]:
 INT64_MAX = (1 << 63) - 1
 RANK_MAX = (1 << 31) - 1
 MAX_TENSORS, MAX_DIMS = 4096, 64
+#: Text fields (names, states, versions) are cut to this many characters.
+MAX_TEXT = 4096
 
 
 def _int(v: Any) -> int | None:
@@ -142,11 +144,12 @@ def _int(v: Any) -> int | None:
 
 
 def _str(v: Any) -> str | None:
-    """A text field: strings and numbers as text; None for anything else (never the text of a
-    container, which a crafted dump could make enormous)."""
+    """A text field: strings (cut to MAX_TEXT characters) and numbers as text; None for
+    anything else (never the text of a container, which a crafted dump could make enormous,
+    nor of an integer beyond int64, which a pickle can hold with any number of digits)."""
     if isinstance(v, str):
-        return v
-    if isinstance(v, int | float) and not isinstance(v, bool):
+        return v[:MAX_TEXT]
+    if isinstance(v, float) or (not isinstance(v, bool) and _int(v) is not None):
         return str(v)
     return None
 
