@@ -8,7 +8,7 @@ log, no straggler analysis) make the items that need them `not_observable`, neve
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ def _item(key: str, title: str, page: str, status: str, evidence: str, action: s
     }
 
 
-def _nccl(report: dict) -> dict | None:
+def _nccl(report: Mapping[str, Any]) -> dict | None:
     """The nccl section when the run has NCCL logs, else None."""
     n = report.get("nccl")
     return n if isinstance(n, dict) and n.get("present") else None
@@ -47,7 +47,7 @@ def _where(ev: dict | None) -> str:
     return f" ({place}{ev['text']})"
 
 
-def nic_firmware(report: dict) -> Item:
+def nic_firmware(report: Mapping[str, Any]) -> Item:
     """NIC firmware / NCCL compatibility: firmware is never in traces or NCCL logs."""
     n = _nccl(report) or {}
     seen = []
@@ -67,7 +67,7 @@ def nic_firmware(report: dict) -> Item:
     )
 
 
-def stragglers(report: dict) -> Item:
+def stragglers(report: Mapping[str, Any]) -> Item:
     """Straggler nodes (often thermal throttling): attention only for a *compute* straggler (a
     slow device does more operator time for the same work); a rank late without extra work is
     not a slow device, and a CPU run gets no GPU advice."""
@@ -125,7 +125,7 @@ def stragglers(report: dict) -> Item:
     )
 
 
-def mtu(report: dict) -> Item:
+def mtu(report: Mapping[str, Any]) -> Item:
     """MTU 9000 jumbo frames: the MTU is not in traces or NCCL logs."""
     return _item(
         "mtu",
@@ -138,7 +138,7 @@ def mtu(report: dict) -> Item:
     )
 
 
-def fat_tree(report: dict) -> Item:
+def fat_tree(report: Mapping[str, Any]) -> Item:
     """Non-blocking fat-tree: needs pairwise bandwidth tests, not a training trace."""
     return _item(
         "fat_tree",
@@ -152,7 +152,7 @@ def fat_tree(report: dict) -> Item:
     )
 
 
-def log_rotation(report: dict) -> Item:
+def log_rotation(report: Mapping[str, Any]) -> Item:
     """Log rotation during profiling: not in the files."""
     return _item(
         "log_rotation",
@@ -164,7 +164,7 @@ def log_rotation(report: dict) -> Item:
     )
 
 
-def hbm_errors(report: dict) -> Item:
+def hbm_errors(report: Mapping[str, Any]) -> Item:
     """HBM error rates: ECC counters are not in traces."""
     return _item(
         "hbm_errors",
@@ -176,7 +176,7 @@ def hbm_errors(report: dict) -> Item:
     )
 
 
-def socket_transport(report: dict) -> Item:
+def socket_transport(report: Mapping[str, Any]) -> Item:
     """TCP sockets where RDMA was expected: NCCL's TCP fallback analysis."""
     title, page = "TCP socket where RDMA was expected", "nccl"
     n = _nccl(report)
@@ -208,7 +208,7 @@ def socket_transport(report: dict) -> Item:
     return _item("socket_transport", title, page, OK, f"Network NCCL used: {nets}.")
 
 
-def gdr(report: dict) -> Item:
+def gdr(report: Mapping[str, Any]) -> Item:
     """GPUDirect RDMA off: from the NCCL log's GDR evidence."""
     title, page = "GPUDirect RDMA (GDR) off", "nccl"
     n = _nccl(report)
@@ -237,11 +237,11 @@ def gdr(report: dict) -> Item:
     return _item("gdr", title, page, OK, f"GPU Direct RDMA is in use{where}.")
 
 
-def nccl_versions(report: dict) -> Item:
+def nccl_versions(report: Mapping[str, Any]) -> Item:
     """NCCL version mismatch across processes."""
     title, page = "NCCL version mismatch", "nccl"
-    n = _nccl(report)
-    versions = (n or {}).get("versions") or []
+    n = _nccl(report) or {}
+    versions = n.get("versions") or []
     if not versions:
         return _item(
             "nccl_versions", title, page, NOT_OBSERVABLE, "No NCCL version lines.", NCCL_LOG_HINT
@@ -258,7 +258,7 @@ def nccl_versions(report: dict) -> Item:
     return _item("nccl_versions", title, page, OK, f"Every process logged NCCL {versions[0]}.")
 
 
-def busbw(report: dict, link_peak_gbps: float | None = None) -> Item:
+def busbw(report: Mapping[str, Any], link_peak_gbps: float | None = None) -> Item:
     """Bus bandwidth far below the link's peak: from the collectives section."""
     title, page = "Bus bandwidth far below the link peak", "collectives"
     section = report.get("collectives")
@@ -303,7 +303,7 @@ def busbw(report: dict, link_peak_gbps: float | None = None) -> Item:
     )
 
 
-def exposed_comm(report: dict) -> Item:
+def exposed_comm(report: Mapping[str, Any]) -> Item:
     """Exposed communication above a threshold share of the step."""
     title, page = "Exposed communication above the target", "overview"
     share = (report.get("summary") or {}).get("exposed_comm_share")
@@ -332,7 +332,7 @@ def exposed_comm(report: dict) -> Item:
     )
 
 
-def nccl_warnings(report: dict) -> Item:
+def nccl_warnings(report: Mapping[str, Any]) -> Item:
     """NCCL warnings, errors or timeouts in the logs."""
     title, page = "NCCL warnings or timeouts", "nccl"
     n = _nccl(report)
@@ -353,7 +353,7 @@ def nccl_warnings(report: dict) -> Item:
     )
 
 
-def hang(report: dict) -> Item:
+def hang(report: Mapping[str, Any]) -> Item:
     """A watchdog timeout or hang, as the run's Flight Recorder dumps explain it."""
     title, page = "Watchdog timeout or hang (Flight Recorder)", "hang"
     h = report.get("hang")
@@ -385,7 +385,7 @@ ITEMS: list[Callable[..., Item]] = [
 ]
 
 
-def evaluate(report: dict, link_peak_gbps: float | None = None) -> list[Item]:
+def evaluate(report: Mapping[str, Any], link_peak_gbps: float | None = None) -> list[Item]:
     """Every checklist item for `report`; `link_peak_gbps` enables the bus-bandwidth check."""
     return ordered([busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS])
 

@@ -78,6 +78,14 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None)
     return None if row is None else row[0]
 
 
+def row(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple[Any, ...]:
+    """The one row of an aggregate query (several aggregates, no GROUP BY: always one row)."""
+    out = con.execute(sql, params or []).fetchone()
+    if out is None:
+        raise RuntimeError(f"an aggregate query returned no row: {sql}")
+    return out
+
+
 def run_id(con: duckdb.DuckDBPyConnection, run: str) -> int:
     """The id of run `run`, or RunNotFound listing the runs there are."""
     row = con.execute("SELECT run_id FROM runs WHERE name = ?", [run]).fetchone()

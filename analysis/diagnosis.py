@@ -18,6 +18,7 @@ Rules (docs/diagnosis.md; thresholds in analysis/policy.py):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from statistics import median
 from typing import Any
 
@@ -48,7 +49,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
-def _culprits(report: dict) -> list[dict]:
+def _culprits(report: Mapping[str, Any]) -> list[dict]:
     """Ranks causing the waiting, largest share first (share >= 10% of all waiting)."""
     ranks = (report.get("stragglers") or {}).get("ranks") or []
     total = sum(r.get("wait_caused_ms") or 0 for r in ranks)
@@ -57,7 +58,7 @@ def _culprits(report: dict) -> list[dict]:
     decomp = {r["rank"]: r for r in (report.get("decomposition") or {}).get("ranks") or []}
     idles = [r.get("idle_ms") or 0 for r in decomp.values()]
     med_idle = median(idles) if idles else None
-    out = []
+    out: list[dict] = []
     for r in sorted(ranks, key=lambda r: -(r.get("wait_caused_ms") or 0)):
         share = (r.get("wait_caused_ms") or 0) / total
         if share < 0.10 or len(out) >= 2:
@@ -109,13 +110,13 @@ def _culprit_sentence(c: dict, n_steps: int | None) -> str:
     return s
 
 
-def _fix(report: dict) -> dict | None:
+def _fix(report: Mapping[str, Any]) -> dict | None:
     rep = report.get("replay") or {}
     fixes = [w for w in rep.get("whatifs") or [] if w["key"] not in BOUNDS]
     return fixes[0] if fixes and fixes[0]["saving_ms"] > 0 else None
 
 
-def _whatif_sentence(report: dict) -> str | None:
+def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
     rep = report.get("replay") or {}
     if not rep.get("available"):
         return None
@@ -143,7 +144,7 @@ def _whatif_sentence(report: dict) -> str | None:
     )
 
 
-def _prediction_sentence(report: dict, wall: bool) -> str | None:
+def _prediction_sentence(report: Mapping[str, Any], wall: bool) -> str | None:
     pred = ((report.get("model") or {}).get("predicted") or {}).get("verdict")
     if pred is None:
         return None
@@ -162,7 +163,7 @@ def _prediction_sentence(report: dict, wall: bool) -> str | None:
     )
 
 
-def diagnose(report: dict) -> dict:
+def diagnose(report: Mapping[str, Any]) -> dict:
     """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix, and the
     paragraph that leads the text report, the Overview and the export."""
     s = report.get("summary") or {}
@@ -277,7 +278,7 @@ def diagnose(report: dict) -> dict:
     }
 
 
-def _stop_sentence(report: dict) -> str | None:
+def _stop_sentence(report: Mapping[str, Any]) -> str | None:
     """The job stopped: the Flight Recorder's cause, else NCCL's watchdog timeouts."""
     hang = report.get("hang") or {}
     if hang.get("present") and any(g.get("cause") for g in hang.get("groups") or []):
@@ -300,7 +301,7 @@ def _stop_sentence(report: dict) -> str | None:
     return None
 
 
-def _bandwidth_sentence(report: dict) -> str:
+def _bandwidth_sentence(report: Mapping[str, Any]) -> str:
     ops = (report.get("collectives") or {}).get("ops") or []
     model = report.get("model") or {}
     measured = model.get("measured") or {}

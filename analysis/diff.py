@@ -8,7 +8,7 @@ from analysis/sql/diff.sql; the noise test is analysis/noise.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,13 +40,15 @@ class RunFacts:
     """What the diff needs of one run: its report and three per-run tables of diff.sql."""
 
     name: str
-    report: dict
+    report: Mapping[str, Any]
     steps: pd.DataFrame = field(default_factory=pd.DataFrame)  # step_times
     sizes: pd.DataFrame = field(default_factory=pd.DataFrame)  # collective_sizes
     nccl: pd.DataFrame = field(default_factory=pd.DataFrame)  # nccl_facts
 
 
-def run_facts(con: duckdb.DuckDBPyConnection, name: str, report: dict | None = None) -> RunFacts:
+def run_facts(
+    con: duckdb.DuckDBPyConnection, name: str, report: Mapping[str, Any] | None = None
+) -> RunFacts:
     """The RunFacts of run `name` (its report is built unless given)."""
     rid = run_id(con, name)
     report = build_report(con, name, keep_going=True) if report is None else report
@@ -134,7 +136,7 @@ def summary(runs: Sequence[RunFacts]) -> pd.DataFrame:
     return _with_deltas(pd.DataFrame(rows), names)
 
 
-def decomposition_records(report: dict) -> tuple[list[dict], list[str]]:
+def decomposition_records(report: Mapping[str, Any]) -> tuple[list[dict], list[str]]:
     """(per rank and step records, component keys) of a report: the diagnosis's
     `decomposition` when the report has it, else components derived from `steps` (compute
     alone, compute under communication, exposed communication, idle)."""
@@ -281,7 +283,7 @@ def _fact(v: Any) -> str:
     return str(v)
 
 
-def _report_nccl_facts(report: dict) -> dict[str, str]:
+def _report_nccl_facts(report: Mapping[str, Any]) -> dict[str, str]:
     n = report.get("nccl") or {}
     if not n.get("present"):
         return {"NCCL log": "none"}

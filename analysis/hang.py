@@ -8,6 +8,8 @@ from typing import Any
 
 import duckdb
 
+from analysis import db
+
 #: Entries per rank and group in the timeline before the hang.
 TIMELINE_ENTRIES = 5
 UPLOAD_HINT = (
@@ -26,7 +28,7 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict[s
 def has_fr_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """True when the store has the fr_* tables (stores made before them do not)."""
     sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'fr_entries'"
-    return bool(con.execute(sql).fetchone()[0])
+    return bool(db.scalar(con, sql))
 
 
 def ranks_text(ranks: list[int]) -> str:
@@ -121,11 +123,12 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     when the run has no Flight Recorder dump."""
     if not has_fr_tables(con):
         return _absent("not available: this store predates Flight Recorder support")
-    dumps = con.execute(
+    dumps = db.row(
+        con,
         "SELECT count(DISTINCT rank), list(DISTINCT form ORDER BY form), "
         "list(DISTINCT version ORDER BY version) FROM fr_dumps WHERE run_id = ?",
         [rid],
-    ).fetchone()
+    )
     if not dumps[0]:
         return _absent(UPLOAD_HINT)
     groups = _rows(con, "SELECT * FROM hang_groups(?)", [rid])

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 ALPHA = 0.05
 #: Fewest steps per run for a judgement; with fewer, noise cannot be estimated.
@@ -43,7 +43,7 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+def mann_whitney_u(a: ArrayLike, b: ArrayLike) -> tuple[float, float]:
     """(U of `a`, two-sided p-value) of the Mann-Whitney U test of samples `a` and `b`."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     n, m = len(x), len(y)
@@ -70,7 +70,7 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
 
 
 def bootstrap_change_ci(
-    a: Sequence[float], b: Sequence[float], n_boot: int = N_BOOT, seed: int = SEED
+    a: ArrayLike, b: ArrayLike, n_boot: int = N_BOOT, seed: int = SEED
 ) -> tuple[float, float]:
     """Percentile 95 % interval of median(b) / median(a) − 1 over bootstrap resamples."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -83,7 +83,7 @@ def bootstrap_change_ci(
     return float(lo), float(hi)
 
 
-def judge(a: Sequence[float], b: Sequence[float]) -> dict:
+def judge(a: ArrayLike, b: ArrayLike) -> dict:
     """The noise-aware comparison of step times `b` against the baseline `a`: medians, the
     relative change, its interval, the U test's p and a judgement ("slower", "faster",
     "no change" within noise, or "too few steps")."""

@@ -5,7 +5,7 @@ formatted by dashboard/export.py. Every part that cannot be had is the string
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import duckdb
@@ -36,7 +36,7 @@ def _guard(build: Callable[[], Any]) -> Any:
         return f"not available: {type(e).__name__}: {e}"
 
 
-def decomposition_table(report: dict) -> pd.DataFrame:
+def decomposition_table(report: Mapping[str, Any]) -> pd.DataFrame:
     """Mean per step (ms) of each part of the step, per rank: rank, part, ms."""
     recs, parts = decomposition_records(report)
     if not recs:
@@ -75,7 +75,9 @@ def step_timeline(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     }
 
 
-def whatif_ranking(con: duckdb.DuckDBPyConnection, rid: int, report: dict) -> pd.DataFrame:
+def whatif_ranking(
+    con: duckdb.DuckDBPyConnection, rid: int, report: Mapping[str, Any]
+) -> pd.DataFrame:
     """What-ifs ranked by predicted step time (ms, best first; what_if, step_ms, saving_pct):
     the replay's when the report has one (`replay.whatifs`, replayed on the measured
     timeline), else the α-β model's scenarios of WHATIFS."""

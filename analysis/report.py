@@ -14,6 +14,7 @@ from typing import Any, cast
 import duckdb
 import pandas as pd
 
+from analysis import db
 from analysis.checklist import evaluate as checklist
 from analysis.collectives import collectives_section
 from analysis.db import run_id
@@ -23,7 +24,7 @@ from analysis.model.section import model_section
 from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
-from analysis.report_types import Report
+from analysis.report_types import Report, RunInfo
 from analysis.session import run_session
 from analysis.stragglers import stragglers_section
 from analysis.summary import decomposition_section, json_value, summary_section
@@ -68,27 +69,27 @@ def steps_section(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
     return _records(step_overlap(con, rid), _STEP_COLS)
 
 
-def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
+def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> RunInfo:
     """What the run is made of: files per format, ranks, world size, devices, time bases."""
     files = con.execute(
         "SELECT format, count(*) FROM files WHERE run_id = ? GROUP BY format ORDER BY format",
         [rid],
     ).fetchall()
-    r = con.execute(
+    r = db.row(
+        con,
         "SELECT count(*), max(world_size), list(DISTINCT gpu_name) FILTER (gpu_name IS NOT NULL),"
         " list(DISTINCT backend) FILTER (backend IS NOT NULL),"
         " list(DISTINCT time_base) FILTER (time_base IS NOT NULL),"
         " list(DISTINCT host) FILTER (host IS NOT NULL) FROM ranks WHERE run_id = ?",
         [rid],
-    ).fetchone()
-    n_steps = con.execute(
-        "SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [rid]
-    ).fetchone()[0]
-    on_gpu, any_act = con.execute(
+    )
+    n_steps = db.scalar(con, "SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [rid])
+    on_gpu, any_act = db.row(
+        con,
         "SELECT bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset')), count(*) > 0 FROM"
         " (SELECT cat FROM activities WHERE run_id = ? ORDER BY (cat = 'kernel') DESC LIMIT 1)",
         [rid],
-    ).fetchone()
+    )
     return {
         "files": {f: n for f, n in files},
         "n_ranks": r[0],

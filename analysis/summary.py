@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from analysis import db
 from analysis.units import NS_PER_MS
 
 #: The six parts of a step, in the order they are stacked (JSON key → SQL column).
@@ -58,7 +59,7 @@ def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     if df.empty:
         scope = (
             "steps"
-            if con.execute("SELECT count(*) FROM steps WHERE run_id = ?", [rid]).fetchone()[0]
+            if db.scalar(con, "SELECT count(*) FROM steps WHERE run_id = ?", [rid])
             else "whole trace"
         )
         return {"scope": scope}

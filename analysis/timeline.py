@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from analysis import db
 from analysis.db import scalar
 from analysis.units import NS_PER_MS
 
@@ -53,7 +54,7 @@ def collectives(
 def windows(con: duckdb.DuckDBPyConnection, rid: int, n: int) -> list[tuple[int, int]]:
     """The run's timeline span (run_span) cut into `n` equal windows [t0, t1) of the aligned
     clock (ns), the last ending at the span's end; [] when the run has no timeline activity."""
-    start, end = con.execute("SELECT start_ns, end_ns FROM run_span(?)", [rid]).fetchone()
+    start, end = db.row(con, "SELECT start_ns, end_ns FROM run_span(?)", [rid])
     if start is None or end <= start:
         return []
     cuts = [start + (end - start) * i // n for i in range(n)] + [end]

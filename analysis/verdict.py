@@ -26,7 +26,9 @@ def exposed_share(m: dict) -> float | None:
 def verdict(m: dict | None) -> dict | None:
     """{"verdict", "reason"} for step metrics `m`, or None when they say nothing about
     communication (no step time, no exposed communication, or no compute time)."""
-    share = None if not m else exposed_share(m)
+    if not m:
+        return None
+    share = exposed_share(m)
     if share is None:
         return None
     gamma = m.get("gamma")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -235,7 +235,7 @@ TITLES = {
 }
 
 
-def render_text(report: dict, table: Table) -> str:
+def render_text(report: Mapping[str, Any], table: Table) -> str:
     """The report as sections of text."""
     out = [f"commwall report — run {report['run']}"]
     errors = report.get("analysis_errors") or {}

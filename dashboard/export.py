@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -85,7 +85,7 @@ def _text(v: Any) -> str:
 # --- content: the same for HTML and Markdown --------------------------------------------------
 
 
-def diagnosis_text(report: dict) -> tuple[str, str | None]:
+def diagnosis_text(report: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the paragraph that opens the document, its cause): the diagnosis's when the report
     has one, else the verdict and the straggler verdict."""
     d = report.get("diagnosis") or {}
@@ -99,7 +99,7 @@ def diagnosis_text(report: dict) -> tuple[str, str | None]:
     return " ".join(parts), None
 
 
-def measured_vs_predicted(report: dict) -> list[dict]:
+def measured_vs_predicted(report: Mapping[str, Any]) -> list[dict]:
     """Rows quantity | measured | predicted of the model section (times in ms)."""
     m = report.get("model") or {}
     meas, pred = m.get("measured") or {}, m.get("predicted") or {}
@@ -122,7 +122,7 @@ def measured_vs_predicted(report: dict) -> list[dict]:
     return rows
 
 
-def summary_rows(report: dict) -> list[dict]:
+def summary_rows(report: Mapping[str, Any]) -> list[dict]:
     s = report.get("summary") or {}
     labels = [
         ("step_ms", "step time (ms)"),
@@ -141,7 +141,7 @@ def summary_rows(report: dict) -> list[dict]:
     return rows
 
 
-def straggler_rows(report: dict) -> list[dict]:
+def straggler_rows(report: Mapping[str, Any]) -> list[dict]:
     return [
         {
             "rank": r.get("rank"),
@@ -159,7 +159,7 @@ def straggler_rows(report: dict) -> list[dict]:
     ]
 
 
-def collective_rows(report: dict) -> list[dict]:
+def collective_rows(report: Mapping[str, Any]) -> list[dict]:
     return [
         {
             "op": o.get("op"),
@@ -175,7 +175,7 @@ def collective_rows(report: dict) -> list[dict]:
     ]
 
 
-def nccl_rows(report: dict) -> list[dict]:
+def nccl_rows(report: Mapping[str, Any]) -> list[dict]:
     n = report.get("nccl") or {}
     if not n.get("present"):
         return []
@@ -200,7 +200,7 @@ def nccl_rows(report: dict) -> list[dict]:
     ]
 
 
-def hang_rows(report: dict) -> tuple[str, list[dict] | str]:
+def hang_rows(report: Mapping[str, Any]) -> tuple[str, list[dict] | str]:
     """The hang section: its sentence and its findings (who never entered, mismatched or
     stuck), or why it is not available."""
     h = report.get("hang") or {}
@@ -215,7 +215,7 @@ def hang_rows(report: dict) -> tuple[str, list[dict] | str]:
     return h.get("verdict") or NA, rows or "no rank missing, mismatched or stuck"
 
 
-def rank_rows(report: dict) -> list[dict]:
+def rank_rows(report: Mapping[str, Any]) -> list[dict]:
     return [
         {
             "rank": r.get("rank"),
@@ -232,7 +232,7 @@ def rank_rows(report: dict) -> list[dict]:
     ]
 
 
-def run_rows(report: dict) -> list[dict]:
+def run_rows(report: Mapping[str, Any]) -> list[dict]:
     info = report.get("run_info") or {}
     return [{"fact": k.replace("_", " "), "value": _text(v)} for k, v in info.items()]
 
@@ -246,7 +246,7 @@ def frame_rows(df: Any) -> list[dict] | str:
     return [{str(k): _num(v) for k, v in r.items()} for r in df.to_dict("records")]
 
 
-def checklist(report: dict) -> list[dict]:
+def checklist(report: Mapping[str, Any]) -> list[dict]:
     items = report.get("checklist") or evaluate(report)
     rank = {"attention": 0, "ok": 1}
     return sorted(items, key=lambda i: rank.get(i.get("status"), 2))
@@ -382,7 +382,7 @@ def _generic(value: Any) -> str:
     return f"<p>{html.escape(_text(value) or NA)}</p>"
 
 
-def render_html(report: dict, extra: dict | None = None, charts: bool = True) -> str:
+def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bool = True) -> str:
     """The document as one HTML page: inline CSS and SVG, no scripts or external resources.
     `extra` is analysis.postmortem.postmortem_data's dict (less the report) for the figures
     and, with a baseline, the before/after part; without it the figures that need the store
@@ -445,12 +445,13 @@ def render_html(report: dict, extra: dict | None = None, charts: bool = True) ->
     p.append(f"<h2 id='hang'>Hang (Flight Recorder)</h2><p>{esc(hang_text)}</p>")
     p.append(_html_table(hang_table) if hang_table else "")
     p.append("<h2 id='checklist'>Checklist</h2><ul>")
-    for i in checklist(report):
-        status = str(i.get("status"))
+    for item in checklist(report):
+        status = str(item.get("status"))
+        evidence = _inline_code(esc(str(item.get("evidence"))))
         p.append(
             f"<li><span class='{esc(status)}'>[{esc(status.replace('_', ' '))}]</span> "
-            f"<b>{esc(str(i.get('title')))}</b> — {_inline_code(esc(str(i.get('evidence'))))}"
-            + (f" <i>{_inline_code(esc(str(i['action'])))}</i>" if i.get("action") else "")
+            f"<b>{esc(str(item.get('title')))}</b> — {evidence}"
+            + (f" <i>{_inline_code(esc(str(item['action'])))}</i>" if item.get("action") else "")
             + "</li>"
         )
     p.append("</ul>")
@@ -495,7 +496,7 @@ def _md_table(rows: list[dict] | str) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(report: dict, extra: dict | None = None) -> str:
+def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str:
     """The document as Markdown (GitHub tables; the figures are in the HTML document)."""
     data = {"report": report, **(extra or {})}
     diff = data.get("diff")
