@@ -70,12 +70,54 @@ def histogram(df: pd.DataFrame, value: str, title: str, x_title: str) -> alt.Cha
     )
 
 
+#: Busy intervals of a lane closer than this share of the timeline's span are drawn as one
+#: bar: on a chart about 1,000 px wide that is half a pixel, a gap nobody can see (a step of
+#: thousands of microsecond kernels is otherwise thousands of sliver bars to send and draw).
+JOIN_SHARE = 1 / 2000
+
+
+def join_gap(tracks: pd.DataFrame) -> float:
+    """The gap (ms) under which `timeline` draws two bars of a row as one: JOIN_SHARE of the
+    span of `tracks`."""
+    return (
+        float(tracks["end_ms"].max() - tracks["start_ms"].min()) * JOIN_SHARE
+        if len(tracks)
+        else 0.0
+    )
+
+
+def joined(tracks: pd.DataFrame, gap_ms: float) -> pd.DataFrame:
+    """`tracks` (rank, kind, start_ms, end_ms, …) with the intervals of each lane (rank, kind)
+    that are less than `gap_ms` apart drawn as one bar: its start and end, `n_activities`
+    summed, `top_name`/`top_ms` of its longest part, any other column as on its first part.
+    Drawing only: the resolution a screen shows; every total on the page comes from the
+    intervals as measured."""
+    lane = ["rank", "kind"]
+    t = tracks.sort_values([*lane, "start_ms"], kind="stable").reset_index(drop=True)
+    reach = t.groupby(lane, sort=False)["end_ms"].cummax()
+    before = reach.groupby([t["rank"], t["kind"]], sort=False).shift()
+    bar = (before.isna() | (t["start_ms"] - before > gap_ms)).cumsum()
+    parts = t.groupby(bar)
+    out = t.loc[parts["start_ms"].idxmin()].reset_index(drop=True)  # sorted: the first part
+    out["end_ms"] = reach.groupby(bar).max().to_numpy()
+    if "n_activities" in t.columns:
+        out["n_activities"] = parts["n_activities"].sum().to_numpy()
+    if "top_ms" in t.columns:
+        longest = t.loc[t["top_ms"].fillna(-1.0).groupby(bar).idxmax()]
+        for c in ("top_name", "top_ms"):
+            if c in t.columns:
+                out[c] = longest[c].to_numpy()
+    return out
+
+
 def timeline(
     tracks: pd.DataFrame, colls: pd.DataFrame, lanes: list[str], title: str, x_title: str
 ) -> alt.LayerChart:
-    """One lane per rank and kind of busy intervals plus a lane of collective calls per rank
-    (lanes drawn in the order of `lanes`), and a line joining the start of the same
-    collective instance on every rank (its arrival skew)."""
+    """One lane per rank and kind of busy intervals (those closer than JOIN_SHARE of the span
+    joined) plus a lane of collective calls per rank (lanes drawn in the order of `lanes`),
+    and a line joining the start of the same collective instance on every rank (its arrival
+    skew)."""
+    tracks = joined(tracks, join_gap(tracks))
     y = alt.Y(
         "lane:N",
         title=None,
@@ -89,7 +131,7 @@ def timeline(
         .mark_bar(height={"band": 0.8})
         .encode(
             x=alt.X("start_ms:Q", title=x_title),
-            x2="end_ms:Q",
+            x2=alt.X2("end_ms"),
             y=y,
             color=alt.Color("kind:N", scale=KIND_COLORS, title="activity", legend=LEGEND),
             tooltip=tips(tracks, ["rank", "kind", *top, "start_ms", "end_ms"]),
@@ -99,8 +141,8 @@ def timeline(
         alt.Chart(colls)
         .mark_bar(height={"band": 0.8}, opacity=0.85)
         .encode(
-            x="start_ms:Q",
-            x2="end_ms:Q",
+            x=alt.X("start_ms:Q"),
+            x2=alt.X2("end_ms"),
             y=y,
             color=alt.Color("op:N", title="collective", legend=LEGEND),
             tooltip=tips(colls, ["rank", "op", "instance", "bytes", "wait_ms", "start_ms"]),
@@ -109,16 +151,24 @@ def timeline(
     links = (
         alt.Chart(colls)
         .mark_line(color="black", strokeWidth=0.8, opacity=0.7)
-        .encode(x="start_ms:Q", y=y, detail="instance:N")
+        .encode(x=alt.X("start_ms:Q"), y=y, detail=alt.Detail("instance:N"))
     )
     return (busy + calls + links).resolve_scale(color="independent").properties(height=height)
 
 
 def scatter_loglog(
-    df: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: str, y_title: str
-) -> alt.Chart:
-    """A log-log scatter, coloured by `color` (legend below, labels uncut)."""
-    return (
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    rule: tuple[float, str] | None = None,
+) -> alt.Chart | alt.LayerChart:
+    """A log-log scatter, coloured by `color` (legend below, labels uncut); with `rule`
+    (y, label) a labelled dashed horizontal rule at that y."""
+    chart = (
         alt.Chart(df, title=title)
         .mark_circle(size=40, opacity=0.7)
         .encode(
@@ -129,6 +179,27 @@ def scatter_loglog(
         )
         .properties(height=300)
     )
+    return with_rule(chart, *rule) if rule else chart
+
+
+def hang_entries(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart:
+    """The last collectives of each rank: seq (x) × rank (y), coloured by op; a rule at the
+    seq where the hang or mismatch is."""
+    points = (
+        alt.Chart(df, title="Each rank's last collectives (red: where the cause is)")
+        .mark_square(size=140)
+        .encode(
+            x=alt.X("seq:O", title="collective seq id", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("label:N", title=None, sort=None),
+            color=alt.Color("op_name:N", title="op", legend=alt.Legend(**LEGEND)),
+            tooltip=["pg_name", "rank", "seq", "op_name", "state", "in_nelems"],
+        )
+        .properties(height=row_step(df["label"]))
+    )
+    if hang_seq is None:
+        return alt.layer(points)
+    rule = alt.Chart(pd.DataFrame({"seq": [hang_seq]})).mark_rule(color="#e45756", size=3)
+    return alt.layer(rule.encode(x="seq:O"), points)
 
 
 def with_rule(chart: alt.Chart, y: float, label: str) -> alt.LayerChart:
@@ -247,7 +318,7 @@ def curves(
     dot = (
         alt.Chart(point)
         .mark_point(size=160, filled=True, color="black", shape="diamond")
-        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=tip)
+        .encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"), tooltip=tip)
     )
     return lines + dot
 

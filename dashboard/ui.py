@@ -14,6 +14,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from dashboard import figures
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&\"'])")
 
 
@@ -49,17 +51,19 @@ def fmt_pct(v: float | None) -> str:
 
 def plot(
     df: pd.DataFrame | None,
-    build: Callable[[pd.DataFrame], alt.TopLevelMixin],
+    build: Callable[..., alt.TopLevelMixin],
+    args: tuple,
     empty: str,
     key: str | None = None,
     where: Any = st,
 ) -> None:
-    """`build(df)` drawn across its column in `where` (st, a column, a container), or the
-    sentence `empty` instead of a chart with nothing in it."""
+    """`build(df, *args)` (a module-level chart builder, its spec cached: dashboard.figures)
+    drawn across its column in `where` (st, a column, a container), or the sentence `empty`
+    instead of a chart with nothing in it."""
     if df is None or df.empty:
         where.caption(empty)
     else:
-        where.altair_chart(build(df), key=key, width="stretch")
+        figures.chart(where, build, df, *args, key=key)
 
 
 def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:

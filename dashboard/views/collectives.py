@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -55,8 +54,8 @@ else:
     left, right = st.columns(2)
     plot(
         pts,
-        lambda d: charts.scatter_loglog(
-            d,
+        charts.scatter_loglog,
+        (
             "bytes",
             "transfer_ms",
             "op",
@@ -68,22 +67,18 @@ else:
         key="collective_size_time",
         where=left,
     )
-
-    def busbw(d: pd.DataFrame) -> alt.TopLevelMixin:
-        bw = charts.scatter_loglog(
-            d,
+    plot(
+        pts[pts["busbw_GBps"] > 0],
+        charts.scatter_loglog,
+        (
             "bytes",
             "busbw_GBps",
             "op",
             "Bus bandwidth by message size (GB/s)",
             "message size (bytes)",
             "busbw (GB/s)",
-        )
-        return charts.with_rule(bw, peak, f"link peak {peak:g} GB/s") if peak else bw
-
-    plot(
-        pts[pts["busbw_GBps"] > 0],
-        busbw,
+            (peak, f"link peak {peak:g} GB/s") if peak else None,
+        ),
         "No matched collective has a bus bandwidth to draw (it needs message sizes).",
         key="collective_busbw",
         where=right,

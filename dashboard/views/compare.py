@@ -96,8 +96,13 @@ st.caption(
     "both say so (p < 0.05 and the interval excludes 0); with fewer than 3 steps per run "
     "noise cannot be estimated."
 )
-plot(d["step_samples"], lambda x: doc_charts.step_distribution(x, "Step time per run"),
-     "No steps in these runs.", key="compare_steps")  # fmt: skip
+plot(
+    d["step_samples"],
+    doc_charts.step_distribution,
+    ("Step time per run",),
+    "No steps in these runs.",
+    key="compare_steps",
+)
 table(d["step_time"].drop(columns=["test"]), key="compare_step_table")
 
 st.subheader("Headline metrics")
@@ -119,7 +124,8 @@ for run in runs:
         pass
 plot(
     pd.concat(parts, ignore_index=True) if parts else None,
-    lambda x: doc_charts.decomposition(x, "Mean per step", facet="run"),
+    doc_charts.decomposition,
+    ("Mean per step", "run"),
     "No steps in these runs.",
     key="compare_decomposition",
 )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import session
-from dashboard.charts import LEGEND, row_step
+from dashboard import charts, session
 from dashboard.hang_text import timeline_rows
 from dashboard.ui import md, missing, plot, table
 
@@ -28,26 +26,6 @@ if not isinstance(h, dict) or not h.get("present"):
 def ranks_of(values: list | None) -> str:
     """'0, 2, 3' or '—'."""
     return ", ".join(str(r) for r in values or []) or "—"
-
-
-def entries_chart(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart:
-    """The last collectives of each rank: seq (x) × rank (y), coloured by op; a rule at the
-    seq where the hang or mismatch is."""
-    points = (
-        alt.Chart(df, title="Each rank's last collectives (red: where the cause is)")
-        .mark_square(size=140)
-        .encode(
-            x=alt.X("seq:O", title="collective seq id", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("label:N", title=None, sort=None),
-            color=alt.Color("op_name:N", title="op", legend=alt.Legend(**LEGEND)),
-            tooltip=["pg_name", "rank", "seq", "op_name", "state", "in_nelems"],
-        )
-        .properties(height=row_step(df["label"]))
-    )
-    if hang_seq is None:
-        return alt.layer(points)
-    rule = alt.Chart(pd.DataFrame({"seq": [hang_seq]})).mark_rule(color="#e45756", size=3)
-    return alt.layer(rule.encode(x="seq:O"), points)
 
 
 (st.error if any(g.get("cause") for g in h["groups"]) else st.success)(md(h["verdict"]))
@@ -99,7 +77,9 @@ rows = pd.DataFrame(timeline_rows(h))
 if not rows.empty:
     rows["label"] = "group " + rows["pg_name"].astype(str) + " · rank " + rows["rank"].astype(str)
 causes = [g["cause"]["seq"] for g in h["groups"] if g.get("cause")]
-plot(rows, lambda df: entries_chart(df, min(causes) if causes else None), "No entries.")
+plot(
+    rows, charts.hang_entries, (min(causes) if causes else None,), "No entries.", key="hang_entries"
+)
 if not rows.empty:
     shown = rows.drop(columns=["label", "trace_ts", "trace_dur", "time_created_ns"])
     table(shown, key="hang_timeline")

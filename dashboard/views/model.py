@@ -195,16 +195,8 @@ def what_if() -> None:
         y, what = CURVE_Y.get(knob, ("step_ms", "step time"))
         plot(
             line,
-            lambda d, knob=knob, label=label, name=name, point=point, y=y, what=what: charts.curves(
-                d,
-                knob,
-                y,
-                point,
-                f"Predicted {what} (ms) by {name}",
-                label,
-                "ms",
-                log_x=knob == "link_Bps",
-            ),
+            charts.curves,
+            (knob, y, point, f"Predicted {what} (ms) by {name}", label, "ms", knob == "link_Bps"),
             f"No prediction to draw for {name}.",
             key=f"whatif_{knob}",
             where=cols[i % 2],

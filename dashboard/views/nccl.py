@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, session
+from dashboard import charts, data, figures, session
 from dashboard.ui import md, missing, nccl_hint
 from dashboard.ui import table as ui_table
 
@@ -85,13 +85,12 @@ for comm in comms[:3]:
     cols = st.columns(MAX_DRAWN)
     for col, (_, row) in zip(cols, r.head(MAX_DRAWN).iterrows(), strict=False):
         cut = " (cut by NCCL)" if row["truncated"] else ""
-        ring = charts.ring(list(row["ring"]), f"Ring order, channel {row['channel']}{cut}")
-        col.altair_chart(ring, width="stretch")
+        title = f"Ring order, channel {row['channel']}{cut}"
+        figures.chart(col, charts.ring, list(row["ring"]), title)
     cols = st.columns(MAX_DRAWN)
     channels = sorted(t["channel"].unique())[:MAX_DRAWN] if not t.empty else []
     for col, ch in zip(cols, channels, strict=False):
-        tree = charts.tree(t[t["channel"] == ch], f"Tree, channel {ch}")
-        col.altair_chart(tree, width="stretch")
+        figures.chart(col, charts.tree, t[t["channel"] == ch], f"Tree, channel {ch}")
 
 st.subheader("Warnings, errors and timeouts")
 for key in ("warnings", "errors", "timeouts"):

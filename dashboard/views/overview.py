@@ -50,9 +50,8 @@ if dec.get("ranks"):
     df["rank"] = df["rank"].astype(str)
     plot(
         df,
-        lambda x: charts.stacked_parts(
-            x, "rank", parts, "Mean step per rank, split into its parts (ms)"
-        ),
+        charts.stacked_parts,
+        ("rank", parts, "Mean step per rank, split into its parts (ms)"),
         "No step windows to split.",
         key="decomposition_ranks",
     )
@@ -62,9 +61,8 @@ if dec.get("ranks"):
         per_step["step"] = per_step["step"].astype(str)
         plot(
             per_step,
-            lambda x: charts.stacked_parts(
-                x, "step", parts, "Each step, mean over ranks, split into its parts (ms)"
-            ),
+            charts.stacked_parts,
+            ("step", parts, "Each step, mean over ranks, split into its parts (ms)"),
             "No steps to split.",
             key="decomposition_steps",
         )

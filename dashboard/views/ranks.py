@@ -40,7 +40,8 @@ st.caption("Each cell is one rank in one step; a black border marks a robust out
 for col, m in zip(st.columns(len(maps)), maps, strict=True):
     plot(
         steps[["rank", "step", m, f"{m}_outlier"]].dropna(subset=[m]),
-        lambda d, m=m: charts.heatmap(d, m, f"{METRICS[m]} per rank and step", f"{m}_outlier"),
+        charts.heatmap,
+        (m, f"{METRICS[m]} per rank and step", f"{m}_outlier"),
         f"No {METRICS[m]} to draw.",
         key=f"heatmap_{m}",
         where=col,
@@ -49,7 +50,8 @@ st.caption("Distributions over all rank-steps (count of rank-steps per bin).")
 for col, m in zip(st.columns(len(maps)), maps, strict=True):
     plot(
         steps[[m]].dropna(),
-        lambda d, m=m: charts.histogram(d, m, METRICS[m], METRICS[m]),
+        charts.histogram,
+        (m, METRICS[m], METRICS[m]),
         f"No {METRICS[m]} to draw.",
         key=f"histogram_{m}",
         where=col,

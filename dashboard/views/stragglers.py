@@ -57,7 +57,8 @@ BARS = {
 for col, (x, (title, axis, empty)) in zip(st.columns(len(BARS)), BARS.items(), strict=True):
     plot(
         table[[c for c in BAR_COLUMNS if c in table.columns]],
-        lambda d, x=x, title=title, axis=axis: charts.bars(d, x, "rank", title, axis, "flagged"),
+        charts.bars,
+        (x, "rank", title, axis, "flagged"),
         empty,
         key=f"straggler_{x}",
         where=col,

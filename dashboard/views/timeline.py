@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, session
+from dashboard import charts, data, figures, session
 from dashboard.ui import md, steps_hint, table
 
 MAX_DEFAULT_RANKS = 8
@@ -31,20 +31,16 @@ def span_view() -> None:
         st.caption("No activity of the chosen ranks in this window.")
         return
     tracks, start_ms, length_ms = got
-    tracks = tracks.assign(
-        lane=[lane(r, k) for r, k in zip(tracks["rank"], tracks["kind"], strict=True)]
-    )
+    tracks = tracks.assign(lane=lanes(tracks))
     order = [lane(r, k) for r in sorted(chosen) for k in ("compute", "comm", "memory")]
-    st.altair_chart(
-        charts.timeline(
-            tracks,
-            NO_CALLS,
-            [x for x in order if x in set(tracks["lane"])],
-            f"Window {window} of {WINDOWS}: what each rank was busy with (ms)",
-            f"ms since the window began ({start_ms:.3f} ms into the trace; "
-            f"{length_ms:.3f} ms long)",
-        ),
-        width="stretch",
+    figures.chart(
+        st,
+        charts.timeline,
+        tracks,
+        NO_CALLS,
+        [x for x in order if x in set(tracks["lane"].unique())],
+        f"Window {window} of {WINDOWS}: what each rank was busy with (ms)",
+        f"ms since the window began ({start_ms:.3f} ms into the trace; {length_ms:.3f} ms long)",
         key="span_chart",
     )
     st.caption(
@@ -56,6 +52,15 @@ def span_view() -> None:
 def lane(rank: int, kind: str) -> str:
     """The row label: rank, kind, and a mark on straggler ranks."""
     return f"rank {rank}{' ◀ straggler' if rank in stragglers else ''} · {kind}"
+
+
+def lanes(df: pd.DataFrame, kind: str | None = None) -> pd.Series:
+    """The row label of every row of `df` (its rank and kind, or `kind` for all), labelled
+    once per distinct row, not per interval."""
+    pairs = pd.DataFrame({"rank": df["rank"], "kind": df["kind"] if kind is None else kind})
+    names = pairs.drop_duplicates()
+    names["lane"] = [lane(r, k) for r, k in names.itertuples(index=False)]
+    return pairs.merge(names, on=["rank", "kind"], how="left")["lane"].set_axis(df.index)
 
 
 #: No collective calls (a run without steps has no per-step collective table).
@@ -93,19 +98,18 @@ widest = (tracks["end_ms"] - tracks["start_ms"]).groupby([tracks["kind"], tracks
 widest = widest.groupby(level=0).max()
 thin = sorted(widest[widest < MIN_LANE_SHARE * span].index)
 drawn = tracks[~tracks["kind"].isin(thin)]
-drawn = drawn.assign(lane=[lane(r, k) for r, k in zip(drawn["rank"], drawn["kind"], strict=True)])
-colls = colls.assign(lane=[lane(r, "collectives") for r in colls["rank"]])
+drawn = drawn.assign(lane=lanes(drawn))
+colls = colls.assign(lane=lanes(colls, "collectives"))
 order = [lane(r, k) for r in sorted(chosen) for k in ("compute", "comm", "memory", "collectives")]
-order = [x for x in order if x in set(drawn["lane"]) | set(colls["lane"])]
-st.altair_chart(
-    charts.timeline(
-        drawn,
-        colls,
-        order,
-        f"Step {step}: what each rank was busy with (ms)",
-        "ms since the step began (earliest rank, aligned clock)",
-    ),
-    width="stretch",
+order = [x for x in order if x in {*drawn["lane"].unique(), *colls["lane"].unique()}]
+figures.chart(
+    st,
+    charts.timeline,
+    drawn,
+    colls,
+    order,
+    f"Step {step}: what each rank was busy with (ms)",
+    "ms since the step began (earliest rank, aligned clock)",
     key="timeline_chart",
 )
 bases = (v.report.get("run_info") or {}).get("time_bases") or []
@@ -113,7 +117,9 @@ notes = [
     "Bars: time covered by each kind of activity, clipped to each rank's step window. Black "
     "lines join the start of the same collective on every rank: a slanted line is arrival "
     f"skew. Clock: epoch time from the traces ({md(', '.join(bases) or 'unknown')}), each "
-    "host's offset (fitted on collective end times) removed."
+    "host's offset (fitted on collective end times) removed. Bars of one row less than "
+    f"{1000 * charts.join_gap(drawn):.2f} µs apart are drawn as one (the chart's resolution; "
+    "the tooltip names the longest activity in it)."
 ]
 if stragglers:
     notes.append(

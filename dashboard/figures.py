@@ -1,0 +1,55 @@
+"""Charts drawn from a cache: each chart's Vega-Lite specification is built once per builder,
+arguments and data, not on every run of a page's script.
+
+Building an Altair chart and converting it to Vega-Lite (schema validation, the data to Arrow)
+takes 30–100 ms per chart, several times what the rest of a page costs once its data is
+cached; a page switch or a slider move would pay it for every chart on the page. Here the
+finished specification (its data included, as Streamlit sends it to the browser) is cached by
+the builder's name and the values of its arguments (data frames by content), so a chart is
+rebuilt only when what it shows changes. Builders are plain functions of a module (the
+dashboard's `charts`, `doc_charts`): a lambda's identity changes on every run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import altair as alt
+import streamlit as st
+
+try:  # Streamlit's own conversion (theme, data as Arrow datasets), as st.altair_chart does it
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec as _to_spec
+except ImportError:  # another Streamlit: charts are drawn uncached, as before
+    _to_spec = None
+
+Builder = Callable[..., alt.TopLevelMixin]
+
+
+def builder_name(build: Builder) -> str:
+    """`module:function` of a module-level chart builder (what the cache is keyed by)."""
+    name = f"{build.__module__}:{build.__qualname__}"
+    if "<" in name:  # <lambda>, <locals>: no stable name to find it again by
+        raise ValueError(f"a chart builder must be a module-level function, not {name}")
+    return name
+
+
+def _builder(name: str) -> Builder:
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def spec(name: str, args: tuple) -> dict[str, Any]:
+    """The Vega-Lite specification of builder `name` called with `args`, data included."""
+    assert _to_spec is not None
+    return _to_spec(_builder(name)(*args))
+
+
+def chart(where: Any, build: Builder, *args: Any, key: str | None = None) -> None:
+    """`build(*args)` drawn across its column in `where` (st, a column, a container)."""
+    if _to_spec is None:
+        where.altair_chart(build(*args), key=key, width="stretch")
+    else:
+        where.vega_lite_chart(spec(builder_name(build), args), key=key, width="stretch")

@@ -1,0 +1,120 @@
+"""Charts drawn from the spec cache (dashboard.figures) and the timeline's bars joined at the
+resolution a screen shows (dashboard.charts.joined)."""
+
+from __future__ import annotations
+
+import io
+
+import altair as alt
+import pandas as pd
+import pyarrow as pa
+import pytest
+import streamlit as st
+
+from dashboard import charts, figures
+
+BUILDS: list[int] = []
+
+
+def dots(df: pd.DataFrame, title: str) -> alt.Chart:
+    """A module-level builder that counts its calls."""
+    BUILDS.append(len(df))
+    return alt.Chart(df, title=title).mark_point().encode(x=alt.X("x:Q"), y=alt.Y("y:Q"))
+
+
+class Sink:
+    """Stands for st / a column: records the specs it is asked to draw."""
+
+    def __init__(self) -> None:
+        self.specs: list[dict] = []
+
+    def vega_lite_chart(self, spec: dict, key: str | None = None, width: str = "") -> None:
+        self.specs.append(spec)
+
+
+def rows(spec: dict) -> list[dict]:
+    """The rows of the one dataset a drawn spec carries (Arrow IPC bytes, as sent)."""
+    (data,) = spec["datasets"].values()
+    return pa.ipc.open_stream(io.BytesIO(data)).read_all().to_pylist()
+
+
+def test_a_chart_is_built_once_per_builder_arguments_and_data():
+    st.cache_data.clear()
+    BUILDS.clear()
+    sink = Sink()
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [4.0, 5.0, 6.0]})
+    figures.chart(sink, dots, df, "a title")
+    figures.chart(sink, dots, df.copy(), "a title")  # same content: from the cache
+    assert BUILDS == [3]
+    figures.chart(sink, dots, df.assign(y=[4.0, 5.0, 7.0]), "a title")  # other data
+    figures.chart(sink, dots, df, "another title")  # other arguments
+    assert BUILDS == [3, 3, 3]
+    assert rows(sink.specs[0]) == df.to_dict("records")
+    assert rows(sink.specs[2])[2] == {"x": 3.0, "y": 7.0}
+    assert sink.specs[3]["title"] == "another title"
+
+
+def test_a_builder_without_a_stable_name_is_refused():
+    with pytest.raises(ValueError, match="module-level"):
+        figures.chart(Sink(), lambda df: dots(df, "t"), pd.DataFrame({"x": [1], "y": [1]}))
+
+
+def lane(rank: int, kind: str, spans: list[tuple[float, float, float]]) -> pd.DataFrame:
+    """Intervals of one lane: (start_ms, end_ms, top_ms) each, one activity each."""
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "kind": kind,
+            "top_name": [f"op{s}" for s, _, _ in spans],
+            "top_ms": [t for _, _, t in spans],
+            "n_activities": 1,
+            "start_ms": [s for s, _, _ in spans],
+            "end_ms": [e for _, e, _ in spans],
+            "label": f"rank {rank} · {kind}",
+        }
+    )
+
+
+#: (lanes of intervals, gap in ms, the bars expected: rank, kind, start, end, activities, top).
+JOINED = [
+    # a gap under 0.5 ms joins, a wider one does not; the longest part names the bar
+    (
+        [lane(0, "compute", [(0, 1, 0.9), (1.2, 2, 0.8), (5, 6, 1)])],
+        0.5,
+        [(0, "compute", 0, 2, 2, "op0"), (0, "compute", 5, 6, 1, "op5")],
+    ),
+    # a long interval covering shorter ones: the gap is measured from the farthest end so far
+    (
+        [lane(1, "comm", [(0, 10, 10), (2, 3, 1), (10.3, 11, 0.7)])],
+        0.5,
+        [(1, "comm", 0, 11, 3, "op0")],
+    ),
+    # lanes never join each other, however close (another kind, another rank)
+    (
+        [
+            lane(0, "compute", [(0, 1, 1)]),
+            lane(0, "comm", [(1, 2, 1)]),
+            lane(1, "compute", [(1, 2, 1)]),
+        ],
+        0.5,
+        [
+            (0, "comm", 1, 2, 1, "op1"),
+            (0, "compute", 0, 1, 1, "op0"),
+            (1, "compute", 1, 2, 1, "op1"),
+        ],
+    ),
+    # no gap allowed: only touching or overlapping intervals join
+    (
+        [lane(2, "memory", [(0, 1, 1), (1, 2, 1), (2.001, 3, 1)])],
+        0.0,
+        [(2, "memory", 0, 2, 2, "op0"), (2, "memory", 2.001, 3, 1, "op2.001")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("lanes", "gap", "want"), JOINED)
+def test_timeline_bars_closer_than_the_gap_are_drawn_as_one(lanes, gap, want):
+    got = charts.joined(pd.concat(lanes, ignore_index=True), gap)
+    cols = ["rank", "kind", "start_ms", "end_ms", "n_activities", "top_name"]
+    assert [tuple(r) for r in got[cols].itertuples(index=False)] == want
+    assert list(got["label"]) == [f"rank {r} · {k}" for r, k, *_ in want]  # other columns kept
