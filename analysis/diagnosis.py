@@ -320,7 +320,21 @@ def _bandwidth_sentence(report: Mapping[str, Any]) -> str:
     fit = model.get("fit") or {}
     if fit.get("beta_GBps") and str(fit.get("status", "")).startswith("calibrated"):
         txt += f"; fitted β = {fit['beta_GBps']:.3g} GB/s"
-    return txt + "."
+    return txt + "." + _cpu_transfer_caveat(report.get("run_info") or {})
+
+
+def _cpu_transfer_caveat(info: Mapping[str, Any]) -> str:
+    """On CPU traces the collectives are run by CPU threads of the ranks themselves: a slow
+    transfer can be ranks competing for cores rather than the network."""
+    if info.get("device_kind") != "cpu":
+        return ""
+    hosts, n = info.get("hosts") or [], info.get("n_ranks") or 0
+    where = f" ({n} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''})" if hosts else ""
+    return (
+        f" These are CPU traces{where}: their collectives run on CPU threads beside the "
+        "ranks' compute, so a slow transfer can be ranks competing for cores as much as the "
+        "network; give each rank cores of its own before paying for bandwidth."
+    )
 
 
 def _fmt_bytes(b: Any) -> str:

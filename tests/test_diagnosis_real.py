@@ -71,6 +71,16 @@ def test_dlrm_is_not_a_bandwidth_wall(reports):
     text = render_text(rep, lambda df: df.to_string())
     assert "more bandwidth, fewer bytes" not in text
     assert "waiting for late ranks" in rep["model"]["measured"]["reason"]
+    assert "CPU traces" not in d["paragraph"]  # V100 kernels in the traces
+
+
+@pytest.mark.parametrize("name", ["gloo_4rank_compute", "gloo_4rank_sleep"])
+def test_a_cpu_bandwidth_wall_says_the_transfer_shares_the_cores(reports, name):
+    """Gloo on CPU: the traces hold no GPU kernel, the four ranks ran on one host
+    (generate_gloo.py starts them on one machine), and the step reads as transfer-bound."""
+    d = reports[name]["diagnosis"]
+    assert "exposed_transfer_ms" in d["shares"] and d["cause"] == "bandwidth"
+    assert "CPU traces (4 ranks on 1 host)" in d["paragraph"]
 
 
 @pytest.mark.parametrize(
