@@ -11,6 +11,11 @@ matching and the clock fit about nine times. Inside `run_session(con, rid)`:
   definition (kept as `_uncached_<name>`) for any other run. The run id of a call is a constant
   or a bound parameter, so DuckDB's planner prunes the branch that is not taken.
 
+The macros of FROM_SWEEP (the per-step and per-rank interval figures) are not computed by their
+own sweeps but from the one sweep of analysis/sweep.py, through the same `_<name>_from` macro
+that finishes their SQL definition; when the sweep does not apply (overlapping step windows) or
+fails, they are computed by their macros.
+
 On exit the tables are dropped and the macros restored. Sessions nest: a session of a run that
 is already cached does nothing, and sessions of different runs on one connection each add their
 branch. A macro that cannot be computed for the run (a store without the table it reads, bad
@@ -28,6 +33,7 @@ from contextlib import contextmanager
 import duckdb
 
 from analysis.db import sql_modules
+from analysis.sweep import sweep
 
 #: The macros computed once per run, in dependency order (each reads only earlier ones).
 CACHED = (
@@ -47,6 +53,22 @@ CACHED = (
 )
 
 _PREFIX = "_session_"
+
+_PARTS = (
+    "compute_only_ns, compute_overlapped_ns, exposed_transfer_ns, exposed_wait_ns,"
+    " memory_only_ns, parts_busy_ns AS busy_ns"
+)
+#: Cached macros computed from the sweep's tables ({steps}, {ranks}; analysis/sweep.py).
+FROM_SWEEP = {
+    "operator_compute": "WITH c AS (SELECT rank, step, op_compute_ns AS compute_ns FROM {steps})"
+    " SELECT * FROM _operator_compute_from(c, {rid})",
+    "step_overlap": "SELECT * FROM _step_overlap_from({steps}, {rid})",
+    "rank_overlap": "SELECT * FROM _rank_overlap_from({ranks}, {rid})",
+    "step_decomposition": f"WITH p AS (SELECT rank, step, {_PARTS} FROM {{steps}})"
+    " SELECT * FROM _step_decomposition_from(p, {rid})",
+    "rank_decomposition": f"WITH p AS (SELECT rank, span_ns, {_PARTS} FROM {{ranks}})"
+    " SELECT * FROM _rank_decomposition_from(p)",
+}
 
 
 def _definition(name: str) -> str:
@@ -104,13 +126,20 @@ def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]
     already caches the run)."""
     rid = int(rid)
     mine: list[str] = []
+    swept: dict[str, str] | None = None
     try:
         for name in CACHED:
             if not _has_macro(con, name) or rid in _cached_runs(con, name):
                 continue
             table = _table(name, rid)
+            query = f"SELECT * FROM {name}({rid})"
+            if name in FROM_SWEEP:
+                if swept is None:
+                    swept = _sweep_tables(con, rid)
+                if swept:
+                    query = FROM_SWEEP[name].format(rid=rid, **swept)
             try:
-                con.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM {name}({rid})")
+                con.execute(f"CREATE TEMP TABLE {table} AS {query}")
             except duckdb.Error:
                 con.execute(f"DROP TABLE IF EXISTS temp.{table}")
                 continue
@@ -121,3 +150,25 @@ def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]
         for name in reversed(mine):
             con.execute(f"DROP TABLE IF EXISTS temp.{_table(name, rid)}")
             _redefine(con, name)
+        for table in (swept or {}).values():
+            con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+def _sweep_tables(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, str]:
+    """The sweep of run `rid` (analysis/sweep.py) as TEMP tables: {'steps': name, 'ranks':
+    name}; empty when it does not apply or fails (the macros then compute their own)."""
+    try:
+        result = sweep(con, rid)
+    except duckdb.Error:
+        return {}
+    if result is None:
+        return {}
+    names = {"steps": _table("sweep_steps", rid), "ranks": _table("sweep_ranks", rid)}
+    for key, name in names.items():
+        view = f"{name}_arrow"
+        con.register(view, getattr(result, key))
+        try:
+            con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {view}")
+        finally:
+            con.unregister(view)
+    return names

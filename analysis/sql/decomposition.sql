@@ -33,16 +33,13 @@ WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
 UNION ALL
 SELECT * FROM wait_intervals(rid);
 
--- step_decomposition(rid): the parts of every (rank, step) window of run `rid`.
---   returns   rank, step, step_ns (the window length), compute_only_ns,
---             compute_overlapped_ns, exposed_transfer_ns, exposed_wait_ns, memory_only_ns,
---             idle_ns. The six parts add up to step_ns.
--- Algorithm: step_clip of activities and wait intervals, timeline_parts per (rank, step);
--- idle = window - busy; windows without activity are all idle.
-CREATE OR REPLACE TEMP MACRO step_decomposition(rid) AS TABLE
-WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
-c AS (SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_clip(rows, rid)),
-p AS (SELECT * FROM timeline_parts(c))
+-- _step_decomposition_from(parts, rid): step_decomposition's rows from the parts per window.
+--   parts     table name with rank, step, compute_only_ns, compute_overlapped_ns,
+--             exposed_transfer_ns, exposed_wait_ns, memory_only_ns, busy_ns (timeline_parts of
+--             the rows clipped to the window; windows without rows may be absent).
+--   returns   step_decomposition's columns, one row per step window of the run.
+-- Algorithm: step_windows left-joined to `parts` (zeros when absent); idle = window - busy.
+CREATE OR REPLACE TEMP MACRO _step_decomposition_from(parts, rid) AS TABLE
 SELECT w.rank, w.step, w.dur AS step_ns,
     coalesce(p.compute_only_ns, 0) AS compute_only_ns,
     coalesce(p.compute_overlapped_ns, 0) AS compute_overlapped_ns,
@@ -51,13 +48,46 @@ SELECT w.rank, w.step, w.dur AS step_ns,
     coalesce(p.memory_only_ns, 0) AS memory_only_ns,
     w.dur - coalesce(p.busy_ns, 0) AS idle_ns
 FROM step_windows(rid) w
-LEFT JOIN p ON p.grp = {'rank': w.rank, 'step': w.step}
+LEFT JOIN query_table(parts) p ON p.rank = w.rank AND p.step = w.step
 ORDER BY w.rank, w.step;
+
+-- step_decomposition(rid): the parts of every (rank, step) window of run `rid`.
+--   returns   rank, step, step_ns (the window length), compute_only_ns,
+--             compute_overlapped_ns, exposed_transfer_ns, exposed_wait_ns, memory_only_ns,
+--             idle_ns. The six parts add up to step_ns.
+-- Algorithm: step_clip of activities and wait intervals, timeline_parts per (rank, step);
+-- idle = window - busy; windows without activity are all idle (_step_decomposition_from).
+-- (A run's analysis session computes the same parts in one sweep: analysis/sweep.py.)
+CREATE OR REPLACE TEMP MACRO step_decomposition(rid) AS TABLE
+WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
+c AS (SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_clip(rows, rid)),
+p AS (SELECT grp.rank AS rank, grp.step AS step, * EXCLUDE (grp) FROM timeline_parts(c))
+SELECT * FROM _step_decomposition_from(p, rid);
+
+-- _rank_decomposition_from(parts): rank_decomposition's rows from the parts per rank.
+--   parts     table name with rank, span_ns (first start to last end of the rank's timeline
+--             activity of dur > 0; NULL: none, the rank is left out), compute_only_ns,
+--             compute_overlapped_ns, exposed_transfer_ns, exposed_wait_ns, memory_only_ns,
+--             busy_ns (timeline_parts of all the rank's rows).
+--   returns   rank_decomposition's columns.
+-- Algorithm: the ranks with a span; idle = span - busy.
+CREATE OR REPLACE TEMP MACRO _rank_decomposition_from(parts) AS TABLE
+SELECT rank, span_ns AS step_ns,
+    coalesce(compute_only_ns, 0) AS compute_only_ns,
+    coalesce(compute_overlapped_ns, 0) AS compute_overlapped_ns,
+    coalesce(exposed_transfer_ns, 0) AS exposed_transfer_ns,
+    coalesce(exposed_wait_ns, 0) AS exposed_wait_ns,
+    coalesce(memory_only_ns, 0) AS memory_only_ns,
+    span_ns - coalesce(busy_ns, 0) AS idle_ns
+FROM query_table(parts)
+WHERE span_ns IS NOT NULL
+ORDER BY rank;
 
 -- rank_decomposition(rid): the same parts over each rank's whole trace (first start to last
 -- end of its timeline activity), for runs without step annotations.
 --   returns   rank, step_ns (the span), the six parts as step_decomposition.
--- Algorithm: timeline_parts grouped by rank; idle = span - busy.
+-- Algorithm: timeline_parts grouped by rank; idle = span - busy (_rank_decomposition_from).
+-- (A run's analysis session computes the same parts in one sweep: analysis/sweep.py.)
 CREATE OR REPLACE TEMP MACRO rank_decomposition(rid) AS TABLE
 WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
 span AS (
@@ -65,13 +95,8 @@ span AS (
     WHERE kind <> 'wait' AND dur > 0 GROUP BY rank
 ),
 g AS (SELECT rank AS grp, ts, dur, kind FROM rows),
-p AS (SELECT * FROM timeline_parts(g))
-SELECT s.rank, s.span_ns AS step_ns,
-    coalesce(p.compute_only_ns, 0) AS compute_only_ns,
-    coalesce(p.compute_overlapped_ns, 0) AS compute_overlapped_ns,
-    coalesce(p.exposed_transfer_ns, 0) AS exposed_transfer_ns,
-    coalesce(p.exposed_wait_ns, 0) AS exposed_wait_ns,
-    coalesce(p.memory_only_ns, 0) AS memory_only_ns,
-    s.span_ns - coalesce(p.busy_ns, 0) AS idle_ns
-FROM span s LEFT JOIN p ON p.grp = s.rank
-ORDER BY s.rank;
+p AS (
+    SELECT s.rank, s.span_ns, t.* EXCLUDE (grp)
+    FROM span s LEFT JOIN timeline_parts(g) t ON t.grp = s.rank
+)
+SELECT * FROM _rank_decomposition_from(p);

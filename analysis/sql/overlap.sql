@@ -22,44 +22,51 @@ SELECT *,
     both_ns / NULLIF(comm_ns, 0) AS comm_overlap_fraction
 FROM query_table(tbl);
 
--- rank_overlap(rid): whole-trace metrics per rank of run `rid` (HTA's scope: every timeline
--- activity in the file, warm-up included).
---   returns   rank, span_ns (first start to last end of timeline activity), compute_ns,
---             comm_ns, both_ns, busy_ns, eta, gamma, exposed_comm_ns, idle_ns,
---             comm_overlap_fraction. Ranks without timeline activity have zeros and NULLs.
--- Algorithm: timeline_cover grouped by rank; span from min/max over the same rows.
-CREATE OR REPLACE TEMP MACRO rank_overlap(rid) AS TABLE
-WITH a AS (
-    SELECT rank AS grp, ts, dur, kind FROM activities
-    WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
-),
-cover AS (SELECT * FROM timeline_cover(a)),
-span AS (SELECT grp, max(ts + dur) - min(ts) AS span_ns FROM a WHERE dur > 0 GROUP BY grp),
-r AS (
+-- _rank_overlap_from(cover, rid): rank_overlap's rows from covered times per rank.
+--   cover     table name with rank, span_ns, compute_ns, comm_ns, both_ns, busy_ns: one row per
+--             rank with timeline activity of dur > 0 (timeline_cover's figures and the span).
+--   returns   rank_overlap's columns, one row per rank of the run.
+-- Algorithm: the run's ranks left-joined to `cover` (zeros when absent), then _overlap_ratios.
+CREATE OR REPLACE TEMP MACRO _rank_overlap_from(cover, rid) AS TABLE
+WITH r AS (
     SELECT k.rank,
-        coalesce(s.span_ns, 0) AS span_ns,
+        coalesce(c.span_ns, 0) AS span_ns,
         coalesce(c.compute_ns, 0) AS compute_ns,
         coalesce(c.comm_ns, 0) AS comm_ns,
         coalesce(c.both_ns, 0) AS both_ns,
         coalesce(c.busy_ns, 0) AS busy_ns
     FROM (SELECT rank FROM ranks WHERE run_id = rid) k
-    LEFT JOIN cover c ON c.grp = k.rank
-    LEFT JOIN span s ON s.grp = k.rank
+    LEFT JOIN query_table(cover) c ON c.rank = k.rank
 )
 SELECT * FROM _overlap_ratios(r) ORDER BY rank;
 
--- step_overlap(rid): the same metrics per (rank, step) of run `rid`, inside step windows.
---   returns   rank, step, span_ns (= the window length, the step time), compute_ns,
+-- rank_overlap(rid): whole-trace metrics per rank of run `rid` (HTA's scope: every timeline
+-- activity in the file, warm-up included).
+--   returns   rank, span_ns (first start to last end of timeline activity), compute_ns,
 --             comm_ns, both_ns, busy_ns, eta, gamma, exposed_comm_ns, idle_ns,
---             comm_overlap_fraction.
--- Algorithm: timeline_cover over step_activities grouped by (rank, step); windows without
--- activity keep their length as idle.
-CREATE OR REPLACE TEMP MACRO step_overlap(rid) AS TABLE
+--             comm_overlap_fraction. Ranks without timeline activity have zeros and NULLs.
+-- Algorithm: timeline_cover grouped by rank; span from min/max over the same rows;
+-- _rank_overlap_from. (A run's analysis session computes the same figures in one sweep:
+-- analysis/sweep.py.)
+CREATE OR REPLACE TEMP MACRO rank_overlap(rid) AS TABLE
 WITH a AS (
-    SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_activities(rid)
+    SELECT rank AS grp, ts, dur, kind FROM activities
+    WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
 ),
-cover AS (SELECT * FROM timeline_cover(a)),
-r AS (
+span AS (SELECT grp, max(ts + dur) - min(ts) AS span_ns FROM a WHERE dur > 0 GROUP BY grp),
+cover AS (
+    SELECT c.grp AS rank, s.span_ns, c.compute_ns, c.comm_ns, c.both_ns, c.busy_ns
+    FROM timeline_cover(a) c JOIN span s ON s.grp = c.grp
+)
+SELECT * FROM _rank_overlap_from(cover, rid);
+
+-- _step_overlap_from(cover, rid): step_overlap's rows from covered times per step window.
+--   cover     table name with rank, step, compute_ns, comm_ns, both_ns, busy_ns (timeline_cover
+--             of the activities clipped to the window; windows without activity may be absent).
+--   returns   step_overlap's columns, one row per step window of the run.
+-- Algorithm: step_windows left-joined to `cover` (zeros when absent), then _overlap_ratios.
+CREATE OR REPLACE TEMP MACRO _step_overlap_from(cover, rid) AS TABLE
+WITH r AS (
     SELECT w.rank, w.step,
         w.dur AS span_ns,
         coalesce(c.compute_ns, 0) AS compute_ns,
@@ -67,6 +74,23 @@ r AS (
         coalesce(c.both_ns, 0) AS both_ns,
         coalesce(c.busy_ns, 0) AS busy_ns
     FROM step_windows(rid) w
-    LEFT JOIN cover c ON c.grp = {'rank': w.rank, 'step': w.step}
+    LEFT JOIN query_table(cover) c ON c.rank = w.rank AND c.step = w.step
 )
 SELECT * FROM _overlap_ratios(r) ORDER BY rank, step;
+
+-- step_overlap(rid): the same metrics per (rank, step) of run `rid`, inside step windows.
+--   returns   rank, step, span_ns (= the window length, the step time), compute_ns,
+--             comm_ns, both_ns, busy_ns, eta, gamma, exposed_comm_ns, idle_ns,
+--             comm_overlap_fraction.
+-- Algorithm: timeline_cover over step_activities grouped by (rank, step); windows without
+-- activity keep their length as idle (_step_overlap_from). (A run's analysis session computes
+-- the same figures in one sweep: analysis/sweep.py.)
+CREATE OR REPLACE TEMP MACRO step_overlap(rid) AS TABLE
+WITH a AS (
+    SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_activities(rid)
+),
+cover AS (
+    SELECT grp.rank AS rank, grp.step AS step, compute_ns, comm_ns, both_ns, busy_ns
+    FROM timeline_cover(a)
+)
+SELECT * FROM _step_overlap_from(cover, rid);
