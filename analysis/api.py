@@ -109,6 +109,39 @@ class Run:
         that did not match cleanly."""
         return COLLECTIVE_VIEWS[view](self.con, self.id)
 
+    def _macro(self, name: str) -> pd.DataFrame | None:
+        """All rows of table macro `name` for this run; None when the store predates the
+        tables the macro reads (its module was not loaded: analysis/db.py)."""
+        try:
+            return self.con.execute(f"SELECT * FROM {name}(?)", [self.id]).df()
+        except duckdb.CatalogException:
+            if self.con.execute(
+                "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?", [name]
+            ).fetchone() == (0,):
+                return None
+            raise
+
+    def rank_step_wait(self) -> pd.DataFrame | None:
+        """Per (rank, step): the time the rank waited in collectives and the time it made the
+        others wait (analysis/sql/stragglers.sql)."""
+        return self._macro("rank_step_wait")
+
+    def nccl_algorithm_choices(self) -> pd.DataFrame | None:
+        """What NCCL chose per op and size, from the run's NCCL logs (sql/nccl_*.sql)."""
+        return self._macro("nccl_algorithm_choices")
+
+    def collective_algorithms(self) -> pd.DataFrame | None:
+        """Algorithm and protocol per collective, where the traces name them."""
+        return self._macro("collective_algorithms")
+
+    def nccl_ring_orders(self) -> pd.DataFrame | None:
+        """NCCL's rings: the rank order of each channel, from the logs."""
+        return self._macro("nccl_ring_orders")
+
+    def nccl_tree_edges(self) -> pd.DataFrame | None:
+        """NCCL's trees: parent and children of each rank per channel, from the logs."""
+        return self._macro("nccl_tree_edges")
+
     def scenario(self) -> Scenario | None:
         """The run as a calibrated model scenario for what-ifs; None when it cannot be."""
         return run_scenario(self.con, self.id)
