@@ -4,7 +4,9 @@ Generates a realistic big log in a temporary directory (64 ranks on 8 nodes: the
 GRAPH/TUNING preamble of tests/nccl_log_gen.py, then NCCL_DEBUG_SUBSYS=COLL lines of every
 rank interleaved, with a sprinkle of foreign and unknown lines), parses each size in a fresh
 process, and prints wall time, MB/s, CPU seconds (all threads; MB/CPU-s hardly depends on
-what else the machine runs), peak RSS and rows. Nothing is kept.
+what else the machine runs), peak RSS and rows, and the CPU seconds of the peer (PEER: every line
+read and matched against one regular expression, the floor of any log parser; the interpreter's
+start included, as in no other column). Nothing is kept.
 
     python benchmarks/nccl_log.py                 # 100 MB and 1 GB plain, 100 MB gzip
     python benchmarks/nccl_log.py --sizes-mb 50   # quicker
@@ -42,6 +44,20 @@ print(json.dumps({
     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "lines": p.detail["lines"], "rows": {k: t.num_rows for k, t in p.tables.items()},
 }))
+"""
+
+#: The nearest peer that runs here: no tool installable with pip parses NCCL_DEBUG logs, so the
+#: floor is the least any parser does: read every line and match one regular expression.
+PEER = """
+import gzip, json, re, resource, sys
+coll = re.compile(rb"NCCL INFO (\\w+): opCount ([0-9a-f]+)")
+path = sys.argv[1]
+n = 0
+with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+    for line in f:
+        n += coll.search(line) is not None
+r = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"cpu_s": r.ru_utime + r.ru_stime, "matched": n}))
 """
 
 
@@ -86,9 +102,9 @@ def write_log(path: Path, size_mb: int, gz: bool = False) -> int:
     return n
 
 
-def measure(path: Path) -> dict:
+def measure(path: Path, code: str = CHILD) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path)], cwd=ROOT, check=True, capture_output=True,
+        [sys.executable, "-c", code, str(path)], cwd=ROOT, check=True, capture_output=True,
         text=True,
     )  # fmt: skip
     return json.loads(out.stdout)
@@ -107,18 +123,20 @@ def main() -> None:
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(
             f"{'log':>6} {'MB':>6} {'wall s':>7} {'MB/s':>6} {'CPU s':>6} {'MB/CPU-s':>8} "
-            f"{'peak RSS MB':>11} {'lines':>9} {'COLL rows':>9}"
+            f"{'peak RSS MB':>11} {'lines':>9} {'COLL rows':>9} {'peer CPU s':>10}"
         )
         for mb, gz in cases:
             path = tmp / (f"nccl_{mb}MB.log" + (".gz" if gz else ""))
             nbytes = write_log(path, mb, gz)
             r = measure(path)
+            peer = measure(path, PEER)
             path.unlink()
             mb = nbytes / 1e6
             print(
                 f"{'gzip' if gz else 'plain':>6} {mb:6.0f} {r['parse_s']:7.2f} "
                 f"{mb / r['parse_s']:6.1f} {r['cpu_s']:6.2f} {mb / r['cpu_s']:8.1f} "
-                f"{r['peak_rss_mb']:11.0f} {r['lines']['total']:9d} {r['rows']['nccl_colls']:9d}"
+                f"{r['peak_rss_mb']:11.0f} {r['lines']['total']:9d} {r['rows']['nccl_colls']:9d} "
+                f"{peer['cpu_s']:10.2f}"
             )
             assert r["lines"]["recognised"] + r["lines"]["unknown"] == r["lines"]["nccl"]
     finally:

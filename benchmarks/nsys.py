@@ -4,6 +4,7 @@ synthetic exports scaled up with the test generator (tests/nsys_synth.py).
 Each measurement runs in a fresh process; peak RSS is taken from outside (os.wait4), and the
 parse time (pure `ingest.formats.registry.parse`, no store) is printed by the child. Rows/s counts the
 rows read from the export's activity tables (kernels, memcpy, memset, runtime calls, NVTX).
+The peer column: those tables read into pandas with no analysis (see PEER), CPU seconds.
 Usage:
 
     python benchmarks/nsys.py [--steps 1000 4000] [--ranks 8] [--repeat 3]
@@ -38,6 +39,19 @@ p = formats.parse(sys.argv[1])
 wall, cpu = time.perf_counter() - t, time.process_time() - c
 print(json.dumps({"seconds": wall, "cpu": cpu, "rows_out": p.n_rows}))
 """
+#: The nearest peer that runs here: no tool installable with pip reads nsys exports (nsys
+#: recipes need NVIDIA's nsys; nsys-ai is not on PyPI), but SQLite-based ones start by reading
+#: the activity tables into pandas, so that step alone, with no analysis, is the floor compared.
+PEER = """
+import json, sqlite3, sys, time
+import pandas as pd
+t, c = time.perf_counter(), time.process_time()
+con = sqlite3.connect(sys.argv[1])
+have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+frames = [pd.read_sql_query(f"SELECT * FROM {t}", con) for t in sys.argv[2:] if t in have]
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"seconds": wall, "cpu": cpu, "rows_out": sum(len(f) for f in frames)}))
+"""
 
 
 def source_rows(path: Path) -> int:
@@ -66,11 +80,15 @@ def bench(label: str, path: Path, rows_in: int, repeat: int, tmp: Path) -> None:
     """Best-of-`repeat` parse wall and CPU time, rows/s on each (CPU time is steadier on a busy
     machine), peak RSS, and a full `commwall ingest` (wall time, peak RSS)."""
     best, cpu, rss, rows_out = float("inf"), float("inf"), 0.0, 0
+    peer_cpu, peer_rss = float("inf"), 0.0
     for _ in range(repeat):
         _, peak, out = run([sys.executable, "-c", CHILD, str(path)])
         got = json.loads(out)
         best, cpu, rss = min(best, got["seconds"]), min(cpu, got["cpu"]), max(rss, peak)
         rows_out = got["rows_out"]
+        if path.suffix != ".gz":  # the peer reads plain SQLite only
+            _, peak, out = run([sys.executable, "-c", PEER, str(path), *SOURCE_TABLES])
+            peer_cpu, peer_rss = min(peer_cpu, json.loads(out)["cpu"]), max(peer_rss, peak)
     db = tmp / f"{label}.duckdb"
     wall, ingest_rss, _ = run(
         [sys.executable, "-m", "cli.main", "ingest", str(path), "--db", str(db), "--quiet"]
@@ -79,6 +97,7 @@ def bench(label: str, path: Path, rows_in: int, repeat: int, tmp: Path) -> None:
     print(
         f"{label:<34} {size:6.1f} {rows_in:>9,} {rows_out:>9,} {best:7.2f} {cpu:7.2f} "
         f"{rows_in / best:>9,.0f} {rows_in / cpu:>9,.0f} {rss:7.0f} {wall:8.2f} {ingest_rss:7.0f}"
+        + (f" {peer_cpu:7.2f} {peer_rss:7.0f}" if peer_rss else "")
     )
 
 
@@ -98,8 +117,10 @@ def main() -> None:
     )
     print(
         f"{'input':<34} {'MiB':>6} {'rows in':>9} {'rows out':>9} {'parse s':>7} {'cpu s':>7} "
-        f"{'rows/s':>9} {'rows/cpu':>9} {'RSS MiB':>7} {'ingest s':>8} {'RSS MiB':>7}"
+        f"{'rows/s':>9} {'rows/cpu':>9} {'RSS MiB':>7} {'ingest s':>8} {'RSS MiB':>7} "
+        f"{'peer cpu':>7} {'RSS MiB':>7}"
     )
+    print("peer: the activity tables read into pandas (read_sql_query), no analysis; cpu s")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         plain = tmp / "mfu_2gpu_before.sqlite"
