@@ -306,3 +306,14 @@ def test_flight_recorder_pickle_with_a_huge_integer_and_a_long_name(tmp_path: Pa
     names = tables["fr_entries"]["profiling_name"].to_pylist()
     assert names[0] == ("gloo:all_reduce" + "x" * 100_000)[:4096]
     assert len(names) == len(dump["entries"])
+
+
+def test_nccl_reproducer_of_the_quadratic_regex_parses_in_linear_time() -> None:
+    # n07: the version line, then one line of 40,000 "x" and " NCCL" (9-12 s with the
+    # quadratic prefix regex); linear parsing takes milliseconds
+    path = CRASHES / "nccl" / "n07_redos_40k_line.log"
+    t0 = time.perf_counter()
+    parsed = formats.parse(path)
+    assert time.perf_counter() - t0 < 1.5
+    # the long line is no NCCL line (no "NCCL INFO|WARN" after a prefix): only the version line
+    assert (parsed.detail["lines"]["total"], parsed.detail["lines"]["nccl"]) == (2, 1)
