@@ -49,7 +49,10 @@ def step_cost(
         return None
     total = Cost(0.0, 0.0)
     for size, count in bucket_sizes(total_bytes, cap_bytes):
-        total = total + collective_cost(op, algorithm, size / compression, t) * count
+        cost = collective_cost(op, algorithm, size / compression, t)
+        if cost is None:  # applicability depends on op and topology, not on the size
+            return None
+        total = total + cost * count
     return total
 
 

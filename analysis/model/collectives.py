@@ -146,6 +146,11 @@ def ring(op: str, m: float, t: Topology) -> Cost | None:
         return _chain(m, t)
     if op not in ("allreduce", "reduce_scatter", "allgather"):
         return None
+    return _ring(op, m, t)
+
+
+def _ring(op: str, m: float, t: Topology) -> Cost:
+    """Ring all-reduce, reduce-scatter or all-gather (`op` is one of these three)."""
     p, n = t.n_gpus, t.n_nodes
     steps, inter = _ring_steps(op, p), _ring_steps(op, n)
     latency = (steps - inter) * t.intra.alpha_s + inter * t.net.alpha_s
@@ -197,7 +202,7 @@ def hierarchical(op: str, m: float, t: Topology) -> Cost | None:
         return None
     intra = Topology(g, t.intra)
     inter = Topology(n, t.net_per_gpu())
-    return ring(op, m, intra) + ring(op, m / g, inter)
+    return _ring(op, m, intra) + _ring(op, m / g, inter)
 
 
 def nvls(op: str, m: float, t: Topology) -> Cost | None:
@@ -207,7 +212,7 @@ def nvls(op: str, m: float, t: Topology) -> Cost | None:
         return None
     cost = Cost(t.intra.alpha_s, m / t.intra.bandwidth_Bps)
     if t.n_nodes > 1:
-        cost = cost + ring(op, m / t.gpus_per_node, Topology(t.n_nodes, t.net_per_gpu()))
+        cost = cost + _ring(op, m / t.gpus_per_node, Topology(t.n_nodes, t.net_per_gpu()))
     return cost
 
 
@@ -221,7 +226,7 @@ def sharp(op: str, m: float, t: Topology) -> Cost | None:
     cost = Cost(share.alpha_s, m / g / share.bandwidth_Bps)
     if g > 1:
         intra = Topology(g, t.intra)
-        cost = cost + ring("reduce_scatter", m, intra) + ring("allgather", m, intra)
+        cost = cost + _ring("reduce_scatter", m, intra) + _ring("allgather", m, intra)
     return cost
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pandas as pd
 
@@ -186,8 +187,14 @@ def vary(s: Scenario, knob: str, value: float) -> Scenario:
         return replace(s, topology=replace(t, n_gpus=int(value)))
     if knob == "grad_accum":
         return replace(s, grad_accum=int(value))
-    if knob in ("eta", "compression", "bucket_bytes", "compute_s"):
-        return replace(s, **{knob: value})
+    if knob == "eta":
+        return replace(s, eta=value)
+    if knob == "compression":
+        return replace(s, compression=value)
+    if knob == "bucket_bytes":
+        return replace(s, bucket_bytes=value)
+    if knob == "compute_s":
+        return replace(s, compute_s=value)
     raise ValueError(f"unknown knob {knob!r}; known: {', '.join(KNOBS)}")
 
 
@@ -247,7 +254,7 @@ def calculator(
     alpha_net_s: float = DEFAULT_NET_ALPHA_S,
     alpha_nvlink_s: float = DEFAULT_NVLINK_ALPHA_S,
     bucket: str | float | None = DDP_BUCKET_BYTES,
-    **options: float | int | str | bool | None,
+    **options: Any,
 ) -> Scenario:
     """A scenario from calculator inputs with units: `params` (7e9, 7B), gradient `dtype`,
     `link` the per-GPU NIC speed per direction (400Gbps). `nvlink` is the vendor's

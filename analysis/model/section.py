@@ -19,6 +19,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from analysis import db
 from analysis.model.calibrate import (
     FITTED_OPS,
     OpFit,
@@ -53,25 +54,26 @@ def _num(v: Any) -> float | None:
 def has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the connection defines the table macro `name`."""
     q = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
-    return con.execute(q, [name]).fetchone()[0] > 0
+    return db.scalar(con, q, [name]) > 0
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     q = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
-    return con.execute(q, [name]).fetchone()[0] > 0
+    return db.scalar(con, q, [name]) > 0
 
 
 def topology_facts(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     """n_ranks, n_nodes, gpus_per_node, gpu, topology_source: from the ranks' hosts when every
     rank was traced, else from NCCL's communicator lines (nNodes, localRanks of the largest
     communicator). Unknown values are None."""
-    n_ranks, world, n_hosts, per_host, gpu = con.execute(
+    n_ranks, world, n_hosts, per_host, gpu = db.row(
+        con,
         "SELECT count(*), max(world_size), count(DISTINCT host),"
         " (SELECT max(c) FROM (SELECT count(*) AS c FROM ranks"
         "   WHERE run_id = ? AND host IS NOT NULL GROUP BY host)), any_value(gpu_name)"
         " FROM ranks WHERE run_id = ?",
         [rid, rid],
-    ).fetchone()
+    )
     facts = {"n_ranks": world or n_ranks or None, "n_nodes": None, "gpus_per_node": None}
     facts.update(gpu=gpu, topology_source=None)
     if n_hosts and n_ranks >= (world or 0):
