@@ -51,7 +51,9 @@ reduce last), ``n_params``, ``delay_ms``, ``placement`` and ``injected_delay_ms`
 straggler actually spent in each recorded step, ms; 0 in the clean steps of ``--alternate``);
 ``alternate`` (K, 0 without) and ``delayed_steps`` (the ProfilerStep numbers with a delay).
 ``host_load_1min`` and ``host_cpus``: the host's 1-minute load average when the run started and
-its number of CPUs (ranks share the cores with whatever else runs).
+its number of CPUs (ranks share the cores with whatever else runs), and the niceness the
+ranks ran at (e.g. ``nice -n -10 python generate_gloo.py ...`` gives them precedence over
+other jobs on a shared host); ``pinned`` (``--pin``: rank r ran on CPU r mod the CPUs).
 
 Only this script imports torch. Run it with a Python that has torch (tested with 2.13.0+cpu), e.g.
 from this folder::
@@ -118,6 +120,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="K",
         help="delay only every other block of K recorded steps, the first block clean (0: every "
         "step); the clean steps of the same run are the reference for the slow ones",
+    )
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin rank r (all its threads) to CPU r mod the number of CPUs: with one CPU per "
+        "rank, what one rank does (extra compute, sleeping) no longer speeds up or slows down "
+        "the others",
     )
     p.add_argument(
         "--pair",
@@ -233,6 +242,9 @@ def worker(rank: int, args: argparse.Namespace, port: int, result_dir: str) -> N
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    if args.pin:  # before any thread starts, so that every thread of the rank inherits it
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
 
@@ -380,6 +392,8 @@ def run_once(args: argparse.Namespace) -> int:
         ),
         "host_load_1min": round(load_1min, 2),
         "host_cpus": os.cpu_count(),
+        "niceness": os.nice(0),
+        "pinned": args.pin,
         "alternate": args.alternate,
         "delayed_steps": (
             [s for s in steps if is_delayed(s, args.alternate)] if args.straggler >= 0 else []
