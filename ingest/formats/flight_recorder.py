@@ -168,9 +168,10 @@ def _sizes(v: Any) -> list[list[int]] | None:
     for s in v:
         if not isinstance(s, list | tuple) or len(s) > MAX_DIMS:
             return None
-        if not all(_int(d) is not None for d in s):
+        dims = [d for d in map(_int, s) if d is not None]
+        if len(dims) != len(s):
             return None
-        out.append([_int(d) for d in s])
+        out.append(dims)
     return out
 
 
@@ -189,8 +190,8 @@ def _nelems(sizes: list[list[int]] | None) -> int | None:
 def _names(v: Any) -> list[str] | None:
     if not isinstance(v, list | tuple) or len(v) > MAX_TENSORS:
         return None
-    names = [_str(x) for x in v]
-    return None if None in names else names
+    names = [n for n in map(_str, v) if n is not None]
+    return names if len(names) == len(v) else None
 
 
 def _entry(path: Path, rank: int, i: int, e: Any) -> dict:

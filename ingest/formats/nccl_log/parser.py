@@ -84,8 +84,9 @@ class LogParser:
         }
         self.n = 0
         self.count = dict(nccl=0, recognised=0, unknown=0, damaged=0, torch=0)
-        self.procs: dict[tuple[str, int], int] = {}
-        self.hosts_of_pid: dict[int | None, list[tuple[str, int]]] = {}
+        # (host, pid) of NCCL's prefix; both None on a line whose prefix was cut off
+        self.procs: dict[tuple[str | None, int | None], int] = {}
+        self.hosts_of_pid: dict[int | None, list[tuple[str | None, int]]] = {}
         self.proc_rows: list[dict[str, Any]] = []
         self.comms: list[dict[str, Any]] = []
         self.comm_at: dict[tuple[int, str], int] = {}
@@ -160,7 +161,7 @@ class LogParser:
                 ok = m and m.group("level") in ("INFO", "TRACE") and _OP.fullmatch(op)
                 h = len(self.head_info) if ok else -1
                 self.heads[head] = h
-                if ok:
+                if ok and m is not None:
                     self.head_info.append((-1, None, None, "unknown"))
                     new.append((int(first[d]), (h, m, line[: m.start()], op[:-1] or None)))
             ids[d] = h
@@ -320,7 +321,7 @@ class LogParser:
             row["launcher_tag"], row["tag_rank"] = o.tag, o.tag_rank
         return p
 
-    def _glued(self, key: tuple[str, int]) -> int | None:
+    def _glued(self, key: tuple[str | None, int | None]) -> int | None:
         """The known process a line glued to other output names: same pid, and its host ends
         with the known host (`-1mew0` after `... 1/-1/-1` printed without a newline)."""
         host, pid = key
@@ -344,8 +345,9 @@ class LogParser:
         self.comms.append(row)
         return row
 
-    def _attach(self, key: Key, table: str, row: list) -> None:
-        """Store a topology row (comm at index 1) or apply a communicator update (`@comm`)."""
+    def _attach(self, key: Key, table: str, row: list[Any] | dict[str, Any]) -> None:
+        """Store a topology row (a list, comm at index 1) or apply a communicator update (a
+        dict, table `@comm`)."""
         comm = self.open.get(key) or (self.last.get(key) if key in self.started else None)
         if comm is None:
             self.pending.setdefault(key, []).append((table, row))
@@ -511,7 +513,8 @@ class LogParser:
 
     def _f_ring_order(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
         ranks = [int(r) for r in m.group("ranks").split()]
-        row = [proc, None, self.n, "ring", int(m.group("ch")), _int(m.group("nch")), ranks]
+        row: list[Any] = [proc, None, self.n, "ring", int(m.group("ch")), _int(m.group("nch"))]
+        row.append(ranks)
         row += [bool(m.group("trunc")), None, None, None]
         self._attach((proc, dev), "nccl_channels", row)
 
@@ -526,7 +529,8 @@ class LogParser:
                 up, me, *down = (int(x) for x in t.groups())
             else:
                 continue
-            row = [proc, None, self.n, "tree", int(e.group("ch")), None, None, None, me, up]
+            row: list[Any] = [proc, None, self.n, "tree", int(e.group("ch")), None, None, None]
+            row += [me, up]
             row.append([d for d in down if d >= 0])
             self._attach((proc, dev), "nccl_channels", row)
 
@@ -540,8 +544,9 @@ class LogParser:
         transport, net, net_dev, proxy, gdr, shared = _transport(via)
         if transport == "P2P/CUMEM":
             self._need((2, 18, 1))
-        row = [proc, None, self.n, int(m.group("ch")), _int(m.group("conn")), src, dst]
+        row: list[Any] = [proc, None, self.n, int(m.group("ch")), _int(m.group("conn")), src]
         row += [
+            dst,
             m.group("srcid"),
             m.group("dstid"),
             direction,
@@ -552,9 +557,10 @@ class LogParser:
 
     def _f_collnet(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
         via = m.group(0).split(" via ", 1)[1]
-        row = [proc, None, self.n, int(m.group("ch")), _int(m.group("conn")), int(m.group("rank"))]
-        row += [None, None, None, m.group("dir"), None, via, f"COLLNET/{m.group('name')}"]
-        row += [m.group("name"), int(m.group("dev")), None, bool(m.group("gdr"))]
+        row: list[Any] = [proc, None, self.n, int(m.group("ch")), _int(m.group("conn"))]
+        row += [int(m.group("rank")), None, None, None, m.group("dir"), None, via]
+        row += [f"COLLNET/{m.group('name')}", m.group("name"), int(m.group("dev")), None]
+        row.append(bool(m.group("gdr")))
         row.append(bool(m.group("shared")))
         self._attach((proc, dev), "nccl_connections", row)
 

@@ -91,10 +91,10 @@ def _export(path: Path, out: Path) -> None:
     nsys = shutil.which("nsys")
     if nsys is None:
         user_out = path.with_name(path.name.rsplit(".", 1)[0] + ".sqlite")
-        cmd = shlex.join(export_command(path, user_out))
+        hint = shlex.join(export_command(path, user_out))
         raise IngestError(
             path,
-            f"Nsight Systems report, and `nsys` is not on PATH to export it. Run:\n  {cmd}\n"
+            f"Nsight Systems report, and `nsys` is not on PATH to export it. Run:\n  {hint}\n"
             "then ingest the .sqlite file",
         )
     cmd = [nsys, *export_command(path, out)[1:]]
