@@ -222,8 +222,8 @@ def write_nsys(
     PyTorch's `nccl:all_reduce` ranges; `env_rank` records RANK in the captured environment;
     `without` leaves tables out; `normalized` writes epoch times, as `--ts-normalize=true`;
     `long_text` > 0 makes a crafted export: a user NVTX range `LONG_RANGE` + that many "x"
-    around every step (its text inline, as nsys writes NVTX text), and host and GPU names
-    padded to that many characters."""
+    around every step (its text inline, as nsys writes NVTX text), and host, GPU and process
+    names padded to that many characters."""
     off = spec.base_ns if normalized else SESSION_OFFSET_NS
     ranks = list(range(spec.ranks)) if ranks is None else ranks
     device_of = device_of or {r: r for r in ranks}
@@ -333,7 +333,7 @@ def write_nsys(
         ),
         "PROCESSES": (
             "globalPid INTEGER, pid INTEGER, name TEXT",
-            [(VM | (1000 + r) << 24, 1000 + r, "python3") for r in ranks],
+            [(VM | (1000 + r) << 24, 1000 + r, _padded("python3", long_text)) for r in ranks],
         ),
         "TARGET_INFO_GPU": (
             "vmId INTEGER, id INTEGER, name TEXT, smCount INTEGER",

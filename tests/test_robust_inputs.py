@@ -267,6 +267,9 @@ def test_nsys_long_nvtx_text_host_and_gpu_names_are_cut_when_read(tmp_path: Path
     ranks = parsed.tables["ranks"].to_pylist()
     assert [r["host"] for r in ranks] == [("synthhost" + "x" * 200_000)[:4096]] * spec.ranks
     assert {len(r["gpu_name"]) for r in ranks} == {4096}
+    assert [p["name"] for p in parsed.detail["processes"]] == [
+        ("python3" + "x" * 200_000)[:4096]
+    ] * spec.ranks
     assert max(map(len, names)) == 4096
 
 

@@ -143,7 +143,8 @@ def _pairs(ex: Export, table: str, key: str, value: str) -> dict[str, str]:
     t = ex.table(table)
     if t is None or not {key, value} <= ex.columns(t):
         return {}
-    return {str(k): str(v) for k, v in ex.rows(f'SELECT "{key}", "{value}" FROM "{t}"')}
+    cols = ex.pick(t, key, value, text=(key, value))
+    return {str(k): str(v) for k, v in ex.rows(f'SELECT {cols} FROM "{t}"')}
 
 
 def _ends_before_start(table: pa.Table) -> int:
