@@ -26,7 +26,7 @@ PART_COLORS = alt.Scale(
 )
 LANE_COLORS = alt.Scale(
     domain=["compute", "comm", "memory", "wait"],
-    range=[*KIND_COLORS.range, "#f58518"],  # type: ignore[attr-defined]
+    range=[*KIND_COLORS.range, "#f58518"],
 )
 
 
@@ -47,7 +47,7 @@ def to_svg(chart: alt.TopLevelMixin) -> str:
 def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt.Chart:
     """Stacked horizontal bars: the mean per step of each part, per rank (df: rank, part, ms,
     and `facet` — a run — when given)."""
-    domain, colors = PART_COLORS.domain, PART_COLORS.range  # type: ignore[attr-defined]
+    domain, colors = PART_COLORS.domain, PART_COLORS.range
     present = [(p, c) for p, c in zip(domain, colors, strict=True) if p in set(df["part"])]
     scale = alt.Scale(domain=[p for p, _ in present], range=[c for _, c in present])
     df = df.assign(order=df["part"].map({p: i for i, (p, _) in enumerate(present)}))
@@ -69,7 +69,7 @@ def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt
 
 def ranked_bars(df: pd.DataFrame, x: str, y: str, title: str, x_title: str) -> alt.Chart:
     """Horizontal bars of `x` per `y`, in the frame's order; `flagged` rows in red."""
-    enc = {
+    enc: dict[str, alt.X | alt.Y | alt.Color] = {
         "x": alt.X(f"{x}:Q", title=x_title),
         "y": alt.Y(f"{y}:N", sort=None, title=None, axis=alt.Axis(labelLimit=0)),
     }
