@@ -40,6 +40,7 @@ CACHED = (
     "_match_rows",
     "clock_offsets",
     "_aligned_calls",
+    "_instances",
     "collective_ranks",
     "collective_instances",
     "step_windows",

@@ -210,18 +210,16 @@ ORDER BY n.first_rank;
 
 -- _aligned_calls(rid): the matched calls of run `rid` on the aligned clock, narrow.
 --   returns   _match_rows' columns with ts, te aligned (raw_ts: the unaligned start).
--- Algorithm: _clock_offsets over _match_rows by domain id; subtract each call's domain offset.
+-- Algorithm: subtract from each call the offset of its rank's domain (clock_offsets; domain
+-- names are unique, one per domain id).
 CREATE OR REPLACE TEMP MACRO _aligned_calls(rid) AS TABLE
-WITH rd AS MATERIALIZED (SELECT rank, did FROM _rank_domains(rid)),
-g AS MATERIALIZED (SELECT * FROM _match_groups(rid)),
-m AS MATERIALIZED (
-    SELECT x.*, rd.did FROM _match_rows(rid) x JOIN rd ON rd.rank = x.rank
-),
-fr AS (SELECT * FROM _fit_rows(m, g)),
-off AS MATERIALIZED (SELECT domain AS did, offset_ns FROM _clock_offsets(fr))
-SELECT m.* EXCLUDE (ts, te, did), m.ts AS raw_ts,
+WITH off AS MATERIALIZED (
+    SELECT rd.rank, o.offset_ns
+    FROM _rank_domains(rid) rd JOIN clock_offsets(rid) o ON o.domain = rd.domain
+)
+SELECT m.* EXCLUDE (ts, te), m.ts AS raw_ts,
     m.ts - off.offset_ns AS ts, m.te - off.offset_ns AS te
-FROM m JOIN off ON m.did = off.did;
+FROM _match_rows(rid) m JOIN off ON off.rank = m.rank;
 
 -- _instance_stats(a): per-instance figures of an _aligned_calls-shaped table `a`.
 --   returns   ik, gid, instance, n_ranks, group_size (max), first_ts, last_ts (S), last_rank
@@ -246,6 +244,12 @@ SELECT x.ik, any_value(x.gid) AS gid, any_value(x.instance) AS instance, count(*
 FROM query_table(a) x CROSS JOIN t0
 GROUP BY x.ik;
 
+-- _instances(rid): _instance_stats of the aligned calls of run `rid`, one row per instance.
+-- Algorithm: _instance_stats over _aligned_calls.
+CREATE OR REPLACE TEMP MACRO _instances(rid) AS TABLE
+WITH a AS MATERIALIZED (SELECT * FROM _aligned_calls(rid))
+SELECT * FROM _instance_stats(a);
+
 -- _collective_rows(rid): every matched call of run `rid` on the aligned clock, with the figures
 -- of its instance.
 --   returns   rank, host, pg_name, op, instance, match_key, ik, ts, te (aligned), raw_ts, dur,
@@ -259,7 +263,7 @@ GROUP BY x.ik;
 -- rank is charged most. The windows run on narrow rows joined back by cid.
 CREATE OR REPLACE TEMP MACRO _collective_rows(rid) AS TABLE
 WITH a AS MATERIALIZED (SELECT * FROM _aligned_calls(rid)),
-i AS MATERIALIZED (SELECT * FROM _instance_stats(a)),
+i AS MATERIALIZED (SELECT * FROM _instances(rid)),
 w AS (
     SELECT cid, ik, ts, rank, row_number() OVER arr AS pos, lead(ts) OVER arr - ts AS gap
     FROM a
@@ -339,11 +343,9 @@ FROM _collective_rows(rid);
 --             busbw_GBps     algbw_GBps x busbw_factor,
 --             step           most common step of the calls,
 --             size_mismatch  the calls disagree on in/out element counts or dtype.
--- Algorithm: _instance_stats over _aligned_calls, named by _match_groups; the formulas of the
--- header.
+-- Algorithm: _instances, named by _match_groups; the formulas of the header.
 CREATE OR REPLACE TEMP MACRO collective_instances(rid) AS TABLE
-WITH a AS MATERIALIZED (SELECT * FROM _aligned_calls(rid)),
-f AS (
+WITH f AS (
     SELECT g.pg_name, g.op, g.match_key, i.*,
         CASE
             WHEN i.median_te_rel - (i.last_ts - i.t0) > 0
@@ -351,7 +353,7 @@ f AS (
             ELSE i.min_dur
         END AS transfer_ns,
         coalesce(i.group_size, i.n_ranks) AS n
-    FROM _instance_stats(a) i JOIN _match_groups(rid) g ON g.gid = i.gid
+    FROM _instances(rid) i JOIN _match_groups(rid) g ON g.gid = i.gid
 ),
 b AS (
     SELECT *,
