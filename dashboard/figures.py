@@ -40,11 +40,33 @@ def _builder(name: str) -> Builder:
     return getattr(importlib.import_module(module), function)
 
 
+def _renamed(node: Any, names: dict[str, str]) -> Any:
+    """`node` (a Vega-Lite spec or part of one) with every `{"name": old}` data reference
+    renamed to names[old]."""
+    if isinstance(node, dict):
+        out = {k: _renamed(v, names) for k, v in node.items()}
+        if isinstance(out.get("name"), str) and out["name"] in names:
+            out["name"] = names[out["name"]]
+        return out
+    if isinstance(node, list):
+        return [_renamed(v, names) for v in node]
+    return node
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
 def spec(name: str, args: tuple) -> dict[str, Any]:
-    """The Vega-Lite specification of builder `name` called with `args`, data included."""
+    """The Vega-Lite specification of builder `name` called with `args`, data included.
+
+    Its datasets are named by position ("data-0", …), not by content: when only the data
+    changes (a slider moves), the specification stays the same and the browser replaces
+    the chart's data in place instead of building the chart anew."""
     assert _to_spec is not None
-    return _to_spec(_builder(name)(*args))
+    out = _to_spec(_builder(name)(*args))
+    datasets = out.pop("datasets", None) or {}
+    names = {old: f"data-{i}" for i, old in enumerate(datasets)}
+    out = _renamed(out, names)
+    out["datasets"] = {names[old]: data for old, data in datasets.items()}
+    return out
 
 
 def chart(where: Any, build: Builder, *args: Any, key: str | None = None) -> None:

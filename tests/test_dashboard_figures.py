@@ -118,3 +118,15 @@ def test_timeline_bars_closer_than_the_gap_are_drawn_as_one(lanes, gap, want):
     cols = ["rank", "kind", "start_ms", "end_ms", "n_activities", "top_name"]
     assert [tuple(r) for r in got[cols].itertuples(index=False)] == want
     assert list(got["label"]) == [f"rank {r} · {k}" for r, k, *_ in want]  # other columns kept
+
+
+def test_datasets_are_named_by_position_so_new_data_keeps_the_spec():
+    st.cache_data.clear()
+    sink = Sink()
+    df = pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0]})
+    figures.chart(sink, dots, df, "t")
+    figures.chart(sink, dots, df.assign(y=[3.0, 5.0]), "t")
+    first, second = ({k: v for k, v in s.items() if k != "datasets"} for s in sink.specs)
+    assert first == second and first["data"] == {"name": "data-0"}
+    assert list(sink.specs[1]["datasets"]) == ["data-0"]
+    assert rows(sink.specs[1]) == [{"x": 1.0, "y": 3.0}, {"x": 2.0, "y": 5.0}]
