@@ -6,9 +6,8 @@ shifted in time, in the same layout; and a many-ranks case: the trace as ranks 0
 8 files (HTA loads ranks in parallel processes; commwall parses files in worker processes);
 with --gzip, each one-file case also gzipped (level 6, as `gzip` does), for gzip against plain.
 Each tool runs in a fresh process, timed from outside. CPU seconds are user + system time of
-the process and every child it waited for (os.wait4): on a machine shared with other work the
-wall time grows with the load, MB per CPU second hardly does (not shown, "nan", for commwall on
-several files: its file workers are children of a forkserver, which wait4 does not count).
+the whole process tree (see `_run`): on a machine shared with other work the wall time grows
+with the load, MB per CPU second hardly does.
 Memory is the peak over the whole process tree (commwall decodes a large file in two
 processes): the sum of the processes' proportional set sizes (physical memory, a shared page
 split between its sharers), sampled every 10 ms, and never less than the largest single
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import math
 import os
 import re
 import subprocess
@@ -36,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/data/kineto/hta_df_index_resolver_rank1of2/df_index_resolver.json.gz"
 EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 TS = re.compile(rb'("ts": )(\d+)')
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def scaled(text: bytes, k: int) -> bytes:
@@ -52,15 +51,18 @@ def scaled(text: bytes, k: int) -> bytes:
     return text[:start] + b",\n".join(copies) + b"\n  " + text[end:]
 
 
-def _tree_pss_mb(root: int) -> float:
-    """Physical memory of `root` and its descendants, MB: the sum of their proportional set
-    sizes (a page shared by n processes counts 1/n in each)."""
+def _tree_sample(root: int) -> tuple[float, dict[int, float]]:
+    """Physical memory of `root` and its descendants, MB (the sum of their proportional set
+    sizes: a page shared by n processes counts 1/n in each), and each one's own CPU seconds."""
     parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/stat", "rb") as f:
-                    parent[int(d)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                parent[int(d)] = int(fields[1])
+                cpu[int(d)] = (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
             except (OSError, IndexError, ValueError):
                 continue
     tree, grew = {root}, True
@@ -75,27 +77,34 @@ def _tree_pss_mb(root: int) -> float:
                 kb += sum(int(line.split()[1]) for line in f if line.startswith(b"Pss:"))
         except (OSError, IndexError, ValueError):
             continue
-    return kb / 1024
+    return kb / 1024, {p: cpu[p] for p in tree if p in cpu}
 
 
 def measure(cmd: Callable[[str], list[str]]) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak MB of the process tree) of the command `cmd(tag)`, the
-    times from one run and the memory from another (tag "timed" or "sampled"): sampling /proc
-    costs CPU, so the timed run is not sampled."""
-    wall, cpu, _ = _run(cmd("timed"), sample=False)
-    _, _, peak = _run(cmd("sampled"), sample=True)
+    """(wall seconds, CPU seconds, peak MB of the process tree) of the command `cmd(tag)`: wall
+    time from a run of its own (tag "timed"), since sampling /proc costs CPU; CPU and memory
+    from a sampled run (tag "sampled")."""
+    wall, _, _ = _run(cmd("timed"), sample=False)
+    _, cpu, peak = _run(cmd("sampled"), sample=True)
     return wall, cpu, peak
 
 
-def _run(cmd: list[str], sample: bool) -> tuple[float, float, float]:
+def _run(cmd: list[str], sample: bool, every: float = 0.01) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak MB), /proc sampled `every` seconds when `sample`. CPU: user + system
+    time of the process and the children it waited for (os.wait4), or, when more, the sum of
+    every process of the tree as last sampled (worker processes whose parent is not waited for,
+    such as a forkserver's, escape wait4)."""
     peak = [0.0]
+    seen: dict[int, float] = {}
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = threading.Event()
 
     def sampler() -> None:
-        while not done.wait(0.01):
-            peak[0] = max(peak[0], _tree_pss_mb(proc.pid))
+        while not done.wait(every):
+            mb, cpu = _tree_sample(proc.pid)
+            peak[0] = max(peak[0], mb)
+            seen.update(cpu)
 
     watcher = threading.Thread(target=sampler, daemon=True)
     if sample:
@@ -107,7 +116,7 @@ def _run(cmd: list[str], sample: bool) -> tuple[float, float, float]:
         watcher.join()
     if status != 0:
         raise RuntimeError(f"{cmd[:3]} failed: {proc.stderr.read().decode()[-2000:]}")
-    cpu = usage.ru_utime + usage.ru_stime  # with the children it waited for
+    cpu = max(usage.ru_utime + usage.ru_stime, sum(seen.values()))
     return wall, cpu, max(peak[0], usage.ru_maxrss / 1024)
 
 
@@ -171,8 +180,6 @@ def main() -> None:
             wall, cpu, rss = measure(
                 lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")]
             )
-            if len(list(d.iterdir())) > 1:
-                cpu = math.nan  # its file workers come from a forkserver, which wait4 misses
             rows.append(("commwall", label, mb, wall, cpu, rss))
             if hta_ok and kind != "gzip":  # gzip is compared with plain, for commwall alone
                 code = f"from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir={str(d)!r})"

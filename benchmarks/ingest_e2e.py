@@ -3,8 +3,9 @@ embedded and on a local Dask cluster, with the two reports compared.
 
 The job is the largest real trace in the repository (53.7 MB, 216 k events, as Kineto wrote it)
 as ranks 0..N-1 of one job (distributedInfo rewritten, events unchanged: the real layout), 64
-ranks by default (3.4 GB). Each command runs in a fresh process, timed from outside (wall
-seconds: the goal is a wall time, so the machine's load shows in it); the Dask run starts
+ranks by default (3.4 GB). Each command runs in a fresh process, measured from outside as in
+benchmarks/ingest.py (wall seconds, CPU seconds of the whole process tree, peak memory; /proc is
+sampled every 100 ms meanwhile, which costs the machine a little CPU); the Dask run starts
 its own cluster of `--workers` local processes inside `commwall ingest`, so its time includes
 the cluster's start. The two stores' `report --format json` must be identical. Usage:
 
@@ -30,38 +31,36 @@ _spec = importlib.util.spec_from_file_location("ingest_bench", ROOT / "benchmark
 bench = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(bench)  # type: ignore[union-attr]
 CLI = [sys.executable, "-m", "cli"]
+SAMPLE_S = 0.1  # /proc sampled this often: commands here run for minutes
 
 
 def make_job(out: Path, ranks: int) -> float:
-    """Write the rank files; their total size in MB."""
-    with gzip.open(bench.REAL) as f:
-        text = f.read()
-    out.mkdir(parents=True, exist_ok=True)
-    for r in range(ranks):
-        (out / f"rank{r}.json").write_bytes(bench.ranked(text, r, ranks))
+    """Write the rank files (kept when `out` has them from an earlier run with --keep); their
+    total size in MB."""
+    names = {f"rank{r}.json" for r in range(ranks)}
+    if not out.is_dir() or {p.name for p in out.iterdir()} != names:
+        with gzip.open(bench.REAL) as f:
+            text = f.read()
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.iterdir():
+            old.unlink()
+        for r in range(ranks):
+            (out / f"rank{r}.json").write_bytes(bench.ranked(text, r, ranks))
     return sum(p.stat().st_size for p in out.iterdir()) / 1e6
-
-
-def timed(cmd: list[str]) -> tuple[float, str]:
-    """(wall s, stdout) of one command in a fresh process."""
-    t = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[2:5])} failed: {done.stderr[-2000:]}")
-    return wall, done.stdout
 
 
 def one_way(label: str, traces: Path, db: Path, extra: list[str]) -> tuple[dict, list[tuple]]:
     """Ingest, then print the report (text, the diagnosis first); the JSON report and the rows
-    of the timing table."""
+    of the timing table: (way, step, wall s, CPU s, peak MB)."""
     run = ["--db", str(db), "--run", "job"]
-    iw, _ = timed([*CLI, "ingest", str(traces), *run, "--quiet", *extra])
-    rw, _ = timed([*CLI, "report", *run])
-    report = json.loads(timed([*CLI, "report", *run, "--format", "json"])[1])
-    paragraph = (report.get("diagnosis") or {}).get("paragraph") or "no diagnosis"
+    ingest = bench._run([*CLI, "ingest", str(traces), *run, "--quiet", *extra], True, SAMPLE_S)
+    report = bench._run([*CLI, "report", *run], True, SAMPLE_S)
+    js = subprocess.run([*CLI, "report", *run, "--format", "json"], capture_output=True, check=True)
+    out = json.loads(js.stdout)
+    paragraph = (out.get("diagnosis") or {}).get("paragraph") or "no diagnosis"
     print(f"[{label}] {paragraph[:400]}")
-    return report, [(label, "ingest", iw), (label, "report", rw), (label, "total", iw + rw)]
+    total = (ingest[0] + report[0], ingest[1] + report[1], max(ingest[2], report[2]))
+    return out, [(label, "ingest", *ingest), (label, "report", *report), (label, "total", *total)]
 
 
 def differences(a: object, b: object, path: str = "$") -> list[str]:
@@ -104,9 +103,9 @@ def main() -> None:
             rep, r = one_way(label, traces, db, extra)
             reports.append(rep)
             rows += r
-    print(f"\n{'way':<10} {'step':<7} {'wall s':>8} {'MB/s':>8}")
-    for label, step, wall in rows:
-        print(f"{label:<10} {step:<7} {wall:>8.1f} {mb / wall:>8.1f}")
+    print(f"\n{'way':<10} {'step':<7} {'wall s':>8} {'CPU s':>8} {'MB/s':>8} {'peak MB':>8}")
+    for label, step, wall, cpu, peak in rows:
+        print(f"{label:<10} {step:<7} {wall:>8.1f} {cpu:>8.1f} {mb / wall:>8.1f} {peak:>8.0f}")
     if len(reports) == 2:
         diff = differences(reports[0], reports[1])
         print("\nreports identical" if not diff else f"\nreports DIFFER at {diff}")
