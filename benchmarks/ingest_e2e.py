@@ -18,6 +18,7 @@ import argparse
 import gzip
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,8 +93,8 @@ def main() -> None:
         mb = make_job(traces, args.ranks)
         made = time.perf_counter() - t
         print(f"{args.ranks} rank files, {mb:,.0f} MB ({mb / args.ranks:.1f} MB each), made in {made:.0f} s")  # fmt: skip
-        for old in base.glob("*.duckdb*"):
-            old.unlink()
+        for old in base.glob("*.duckdb*"):  # stores, their WAL and shards from a kept run
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
         ways = [("embedded", base / "embedded.duckdb", [])]
         if args.workers:
             dask = ["--workers", str(args.workers)]  # shards beside the store
