@@ -71,9 +71,9 @@ def histogram(df: pd.DataFrame, value: str, title: str, x_title: str) -> alt.Cha
 
 
 #: Busy intervals of a lane closer than this share of the timeline's span are drawn as one
-#: bar: on a chart about 1,000 px wide that is half a pixel, a gap nobody can see (a step of
+#: bar: on a chart about 1,000 px wide that is a pixel, a gap nobody can see (a step of
 #: thousands of microsecond kernels is otherwise thousands of sliver bars to send and draw).
-JOIN_SHARE = 1 / 2000
+JOIN_SHARE = 1 / 1000
 
 
 def join_gap(tracks: pd.DataFrame) -> float:
