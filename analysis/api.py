@@ -12,7 +12,7 @@ opened (the dashboard's short-lived ones). Everything a front end shows of a run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -25,6 +25,7 @@ from analysis.model.run_whatif import run_whatif
 from analysis.model.scenario import Scenario
 from analysis.model.section import run_scenario
 from analysis.perfetto import merged_trace
+from analysis.postmortem import postmortem_data
 from analysis.replay import replay_section
 from analysis.report import SECTIONS, build_report
 from analysis.report_types import Report
@@ -165,6 +166,16 @@ class Run:
     def window_tracks(self, t0: int, t1: int, ranks: list[int]) -> pd.DataFrame:
         """Busy tracks of `ranks` between `t0` and `t1` (ns)."""
         return timeline.window_tracks(self.con, self.id, t0, t1, ranks)
+
+    def postmortem_data(self, baseline: str | None = None) -> dict[str, Any]:
+        """What the post-mortem document of this run shows (analysis.postmortem), against run
+        `baseline` of the same store when given."""
+        return postmortem_data(self.con, self.name, baseline)
+
+    def facts(self, report: Mapping[str, Any] | None = None) -> diff.RunFacts:
+        """What a diff needs of this run (its report, built unless given, and per-run
+        tables)."""
+        return diff.run_facts(self.con, self.name, report)
 
     def perfetto(self) -> dict:
         """Every rank's timeline merged into one Chrome/Perfetto trace on aligned clocks."""

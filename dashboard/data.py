@@ -8,15 +8,16 @@ run, so that an upload of another run does not invalidate it.
 
 from __future__ import annotations
 
-import duckdb
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pandas as pd
 import streamlit as st
 
-from analysis import db, timeline, whatif
-from analysis.api import runs_table
+from analysis import whatif
+from analysis.api import Run, Store
 from analysis.model.scenario import Scenario
-from analysis.model.section import run_scenario
-from analysis.report import build_report
+from analysis.report_types import Report
 from analysis.units import NS_PER_MS
 from dashboard.database import StoreFile, db_path
 
@@ -29,6 +30,20 @@ def store(path: str) -> StoreFile:
     return s
 
 
+@contextmanager
+def reading(path: str) -> Iterator[Store]:
+    """The store at `path` through the analysis facade, on a short-lived connection."""
+    with store(path).reading() as con:
+        yield Store.over(con)
+
+
+@contextmanager
+def run_of(path: str, run: str) -> Iterator[Run]:
+    """Run `run` of the store at `path` through the analysis facade."""
+    with reading(path) as s:
+        yield s.run(run)
+
+
 def current() -> StoreFile:
     """The store of this server."""
     return store(str(db_path()))
@@ -37,8 +52,8 @@ def current() -> StoreFile:
 @st.cache_data(show_spinner=False, max_entries=64)
 def runs(path: str, version: tuple) -> pd.DataFrame:
     """The runs table (analysis.api.runs_table) at store `version`."""
-    with store(path).reading() as con:
-        return runs_table(con)
+    with reading(path) as s:
+        return s.runs()
 
 
 def run_list() -> pd.DataFrame:
@@ -57,12 +72,12 @@ def fingerprint(table: pd.DataFrame, run: str) -> tuple:
 
 
 @st.cache_resource(show_spinner="Analysing the run…", max_entries=32)
-def report(path: str, run: str, fp: tuple) -> dict:
+def report(path: str, run: str, fp: tuple) -> Report:
     """The report of `run` (analysis.report.build_report's dict, sections that fail recorded
     under `analysis_errors`). Held as one shared object, not copied per page visit (a 64-rank
     report takes longer to unpickle than most pages take to draw): pages only read it."""
-    with store(path).reading() as con:
-        return build_report(con, run, keep_going=True)
+    with run_of(path, run) as r:
+        return r.report(keep_going=True)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -70,12 +85,8 @@ def step_timeline(
     path: str, run: str, fp: tuple, step: int, ranks: tuple[int, ...]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Busy tracks and collective calls of `ranks` in `step` (analysis.timeline)."""
-    with store(path).reading() as con:
-        rid = db.run_id(con, run)
-        return (
-            timeline.tracks(con, rid, step, list(ranks)),
-            timeline.collectives(con, rid, step, list(ranks)),
-        )
+    with run_of(path, run) as r:
+        return r.step_tracks(step, list(ranks))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -85,21 +96,28 @@ def window_timeline(
     """Busy tracks of `ranks` in window `window` of the run's span cut in `n`
     (analysis.timeline.windows), with the window's start (ms after the span's start) and
     length (ms); None when the run has no timeline activity."""
-    with store(path).reading() as con:
-        rid = db.run_id(con, run)
-        cuts = timeline.windows(con, rid, n)
+    with run_of(path, run) as r:
+        cuts = r.windows(n)
         if not cuts:
             return None
         t0, t1 = cuts[window]
-        tracks = timeline.window_tracks(con, rid, t0, t1, list(ranks))
+        tracks = r.window_tracks(t0, t1, list(ranks))
         return tracks, (t0 - cuts[0][0]) / NS_PER_MS, (t1 - t0) / NS_PER_MS
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def scenario(path: str, run: str, fp: tuple) -> Scenario | None:
     """The run as a calibrated model Scenario for what-ifs (analysis.model.section)."""
-    with store(path).reading() as con:
-        return run_scenario(con, db.run_id(con, run))
+    with run_of(path, run) as r:
+        return r.scenario()
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def whatif_prediction(
+    path: str, run: str, fp: tuple, knobs: tuple[tuple[str, float], ...], idle_ms: float
+) -> dict:
+    """analysis.whatif.predicted of the run's scenario with `knobs` set."""
+    return whatif.predicted(whatif.with_knobs(scenario(path, run, fp), dict(knobs)), idle_ms)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -117,14 +135,28 @@ def whatif_curve(
     return whatif.curve(s, knob, list(values), idle_ms)
 
 
+#: The run tables pages list, by the name of their analysis.api.Run accessor.
+TABLES = (
+    "rank_step_wait",
+    "nccl_algorithm_choices",
+    "collective_algorithms",
+    "nccl_ring_orders",
+    "nccl_tree_edges",
+)
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
-def macro_rows(path: str, run: str, fp: tuple, macro: str) -> pd.DataFrame | None:
-    """All rows of table macro `macro(run_id)`, or None when this commwall has no such macro."""
-    if not macro.isidentifier():
-        raise ValueError(f"not a macro name: {macro!r}")
-    with store(path).reading() as con:
-        rid = db.run_id(con, run)
-        try:
-            return con.execute(f"SELECT * FROM {macro}(?)", [rid]).df()
-        except duckdb.CatalogException:
-            return None
+def run_table(path: str, run: str, fp: tuple, name: str) -> pd.DataFrame | None:
+    """Run table `name` (one of TABLES; ValueError for any other), None when the store
+    predates the tables it reads."""
+    if name not in TABLES:
+        raise ValueError(f"not a run table: {name!r} (tables: {', '.join(TABLES)})")
+    with run_of(path, run) as r:
+        return getattr(r, name)()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def collective_table(path: str, run: str, fp: tuple, view: str = "instances") -> pd.DataFrame:
+    """Matched collectives listed by `view` (analysis.api.COLLECTIVE_VIEWS)."""
+    with run_of(path, run) as r:
+        return r.collective_table(view)

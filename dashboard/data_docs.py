@@ -10,16 +10,16 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analysis.diff import diff_tables, run_facts
-from dashboard.data import report, store
+from analysis.diff import diff_tables
+from dashboard.data import reading, report, run_of, store
 
 
 @st.cache_data(show_spinner="Comparing the runs…", max_entries=16)
 def diff(path: str, runs: tuple[str, ...], fps: tuple[tuple, ...]) -> dict[str, pd.DataFrame]:
     """analysis.diff's tables of `runs` (the first is the baseline)."""
     reports = [report(path, r, fp) for r, fp in zip(runs, fps, strict=True)]
-    with store(path).reading() as con:
-        facts = [run_facts(con, r, rep) for r, rep in zip(runs, reports, strict=True)]
+    with reading(path) as s:
+        facts = [s.run(r).facts(rep) for r, rep in zip(runs, reports, strict=True)]
     return diff_tables(facts)
 
 
@@ -35,8 +35,6 @@ def document(path: str, run: str, fp: tuple, fmt: str, baseline: str | None, bfp
 @st.cache_data(show_spinner="Merging the ranks' timelines…", max_entries=8)
 def perfetto(path: str, run: str, fp: tuple) -> bytes:
     """The merged timeline of `run` as gzipped Chrome-trace JSON."""
-    from analysis.perfetto import merged_trace  # noqa: PLC0415
-
-    with store(path).reading() as con:
-        trace = merged_trace(con, run)
+    with run_of(path, run) as r:
+        trace = r.perfetto()
     return gzip.compress(json.dumps(trace, separators=(",", ":")).encode("utf-8"))

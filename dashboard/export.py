@@ -561,8 +561,8 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
 def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = None) -> str:
     """The post-mortem of run `run` of the store `con` (against run `baseline` when given) as
     HTML or Markdown."""
-    from analysis.postmortem import postmortem_data  # noqa: PLC0415
+    from analysis.api import Store  # noqa: PLC0415
 
-    data = postmortem_data(con, run, baseline)
+    data = Store.over(con).run(run).postmortem_data(baseline)
     report = data.pop("report")
     return render_markdown(report, data) if fmt == "md" else render_html(report, data)

@@ -43,7 +43,7 @@ if ops:
 else:
     missing("Per-operation collective statistics", traces_hint(v.report))
 
-inst = data.macro_rows(v.path, v.run, v.fp, "collective_instances")
+inst = data.collective_table(v.path, v.run, v.fp, "instances")
 needed = {"op", "bytes", "transfer_ns", "busbw_GBps"}
 if inst is None or inst.empty or not needed <= set(inst.columns):
     missing("Matched collective instances", traces_hint(v.report))
@@ -89,8 +89,8 @@ else:
     )
 
 st.subheader("Algorithm and protocol")
-chosen = data.macro_rows(v.path, v.run, v.fp, "nccl_algorithm_choices")
-hints = data.macro_rows(v.path, v.run, v.fp, "collective_algorithms")
+chosen = data.run_table(v.path, v.run, v.fp, "nccl_algorithm_choices")
+hints = data.run_table(v.path, v.run, v.fp, "collective_algorithms")
 if chosen is not None and not chosen.empty:
     table(chosen, key="nccl_algorithms")
     st.caption("NCCL's own choices, from its TUNING log lines.")

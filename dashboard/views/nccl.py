@@ -72,8 +72,8 @@ table(n.get("transports"), "nccl_transports")
 st.subheader("Rings and trees")
 comms = n.get("communicators") or []
 table(comms, "nccl_communicators")
-rings = data.macro_rows(v.path, v.run, v.fp, "nccl_ring_orders")
-trees = data.macro_rows(v.path, v.run, v.fp, "nccl_tree_edges")
+rings = data.run_table(v.path, v.run, v.fp, "nccl_ring_orders")
+trees = data.run_table(v.path, v.run, v.fp, "nccl_tree_edges")
 for comm in comms[:3]:
     key = comm["comm_key"]
     st.markdown(f"**Communicator {md(key)}** — {comm.get('nranks')} ranks")

@@ -27,7 +27,7 @@ if steps.empty:
     missing("Per-step metrics", steps_hint(v.report))
     st.stop()
 
-waits = data.macro_rows(v.path, v.run, v.fp, "rank_step_wait")
+waits = data.run_table(v.path, v.run, v.fp, "rank_step_wait")
 if waits is not None and not waits.empty:
     steps = steps.merge(waits[["rank", "step", "wait_ms"]], on=["rank", "step"], how="left")
 
