@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
 from analysis import whatif
+from analysis.model.scenario import Scenario
 from dashboard import charts, data, session
 from dashboard.ui import (
     fmt_ms,
@@ -20,7 +24,7 @@ from dashboard.ui import (
 )
 
 #: Rows of the measured/predicted table: key → (label, formatter).
-ROWS = {
+ROWS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "step_ms": ("step time", fmt_ms),
     "tau_comp_ms": ("τ_comp", fmt_ms),
     "tau_comm_ms": ("τ_comm", fmt_ms),
@@ -111,10 +115,11 @@ if predicted.get("not_modelled"):
         "all-reduce-equivalent traffic (gradient sync) only."
     )
 
-s = data.scenario(v.path, v.run, v.fp)
-if s is None:
+found = data.scenario(v.path, v.run, v.fp)
+if found is None:
     missing("What-ifs", "The run moves no reducible bytes per step.")
     st.stop()
+s: Scenario = found  # typed as found: what_if() below sees the name, not the None check
 idle = measured.get("idle_ms") or 0.0
 base = {k: whatif.knob_value(s, k) for k in whatif.KNOBS}
 base["eta"] = round(base["eta"], 2)  # the slider's resolution
@@ -150,8 +155,8 @@ def what_if() -> None:
         key="wi_nodes",
     )  # fmt: skip
 
-    now = whatif.predicted(whatif.with_knobs(s, knobs), idle)
-    then = whatif.predicted(whatif.with_knobs(s, base), idle)
+    now = data.whatif_prediction(v.path, v.run, v.fp, tuple(knobs.items()), idle)
+    then = data.whatif_prediction(v.path, v.run, v.fp, tuple(base.items()), idle)
     same_batch = knobs["grad_accum"] == base["grad_accum"]
     m1, m2, m3 = st.columns(3)
     m1.metric(
