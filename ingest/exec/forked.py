@@ -105,8 +105,8 @@ def shared_map(fn: Callable[[int], R], n: int, processes: int = 2) -> list[R]:
     for _, _, got in kids:
         ok, value = got[0] if got else (True, {})
         if not ok:
-            raise value  # type: ignore[misc]
-        theirs.update(value)  # type: ignore[arg-type]
+            raise value
+        theirs.update(value)
     return [mine[i] if i in mine else theirs[i] if i in theirs else fn(i) for i in range(n)]
 
 
