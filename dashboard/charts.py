@@ -182,7 +182,7 @@ def scatter_loglog(
     return with_rule(chart, *rule) if rule else chart
 
 
-def hang_entries(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart:
+def hang_entries(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart | alt.FacetChart:
     """The last collectives of each rank: seq (x) × rank (y), coloured by op; a rule at the
     seq where the hang or mismatch is."""
     points = (
