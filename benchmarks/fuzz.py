@@ -8,7 +8,7 @@ holding another run, SIGKILLed at a random moment, N times; after each the store
 other run be unchanged and the killed run absent or complete; at the end a retry must succeed.
 Usage:
 
-    python benchmarks/fuzz.py --inputs 100000 [--seed 0] [--timeout 30] [--keep DIR]
+    python benchmarks/fuzz.py --inputs 100000 [--seed 0] [--workers 4] [--timeout 30] [--keep DIR]
     python benchmarks/fuzz.py --inputs 0 --kills 100
 """
 
@@ -35,7 +35,7 @@ def fuzz(args: argparse.Namespace) -> int:
     """The fuzz campaign; exit status 1 when anything crashed or hung."""
     stats = fuzzing.campaign(
         args.inputs, args.seed, args.timeout, args.budget_s, args.keep, progress=True,
-        report_rate=args.report_rate,
+        report_rate=args.report_rate, workers=args.workers,
     )  # fmt: skip
     print(stats.line())
     for signature, n in stats.kinds.most_common():
@@ -107,6 +107,7 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds before an input hangs")
     p.add_argument("--budget-s", type=float, help="stop fuzzing after this many seconds")
     p.add_argument("--report-rate", type=float, default=0.1, help="share of inputs reported")
+    p.add_argument("--workers", type=int, default=1, help="guarded worker processes at once")
     p.add_argument("--keep", type=Path, help="directory to keep inputs that crashed or hung")
     p.add_argument("--kills", type=int, default=0, help="kill -9 trials to run")
     p.add_argument("--jobs", type=int, default=0, help="--jobs of the killed ingest")

@@ -25,6 +25,7 @@ import random
 import re
 import resource
 import select
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -291,20 +292,33 @@ class _Worker:
         )  # fmt: skip
 
     def run(self, path: Path, timeout_s: float, report: bool) -> dict:
-        """The outcome, {"outcome": "hang", ...} or {"outcome": "native", ...}: a hang when
-        the input has taken `timeout_s` seconds both of wall-clock time and of the worker's CPU
-        (all its threads), or WALL_FACTOR times that of wall-clock time."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        start, cpu = time.monotonic(), self._cpu()
+        """The outcome of one input (see `poll`)."""
+        self.submit(path, report)
+        while (out := self.poll(timeout_s, 1.0)) is None:
+            pass
+        return out
+
+    def submit(self, path: Path, report: bool) -> None:
+        """Hand the worker an input (one at a time)."""
+        assert self.proc.stdin is not None
+        self.start, self.cpu = time.monotonic(), self._cpu()
         self.proc.stdin.write(f"{int(report)} {path}\n")
         self.proc.stdin.flush()
-        while not select.select([self.proc.stdout], [], [], min(timeout_s, 1.0))[0]:
-            used, waited = self._cpu() - cpu, time.monotonic() - start
+
+    def poll(self, timeout_s: float, wait_s: float = 0.0) -> dict | None:
+        """The outcome of the input submitted, waiting up to `wait_s` for it; None while it
+        runs. {"outcome": "hang", ...} when it has taken `timeout_s` seconds both of wall-clock
+        time and of the worker's CPU (all its threads), or WALL_FACTOR times that of wall-clock
+        time; {"outcome": "native", ...} when the worker died."""
+        assert self.proc.stdout is not None
+        if not select.select([self.proc.stdout], [], [], wait_s)[0]:
+            used, waited = self._cpu() - self.cpu, time.monotonic() - self.start
             if min(used, waited) >= timeout_s or waited >= WALL_FACTOR * timeout_s:
                 self.proc.kill()
                 self.proc.wait()
                 where = f"{used:.0f} s of CPU in {waited:.0f} s"
                 return {"outcome": "hang", "where": where, "cpu_s": used}
+            return None
         line = self.proc.stdout.readline()
         if not line:
             code = self.proc.wait()
@@ -327,55 +341,78 @@ class _Worker:
 
 def campaign(n: int, seed: int = 0, timeout_s: float = 30.0, budget_s: float | None = None,
              keep: Path | None = None, progress: bool = False,
-             report_rate: float = 0.1) -> Stats:  # fmt: skip
-    """Run up to `n` mutated inputs (stopping after `budget_s` seconds), building the report
-    for a `report_rate` share of them (it costs ten times an ingest); inputs that crash or hang
-    are kept under `keep` when given."""
+             report_rate: float = 0.1, workers: int = 1) -> Stats:  # fmt: skip
+    """Run up to `n` mutated inputs (stopping after `budget_s` seconds) on `workers` guarded
+    worker processes at once, building the report for a `report_rate` share of them (it costs
+    ten times an ingest); inputs that crash or hang are kept under `keep` when given. The
+    inputs depend only on `seed`, not on `workers`."""
     rng = random.Random(seed)
     pool = seeds()
     stats = Stats()
     start = time.monotonic()
-    worker = _Worker()
+    idle = [_Worker() for _ in range(workers)]
+    busy: dict[_Worker, Path] = {}
+    made = 0
     with tempfile.TemporaryDirectory(prefix="commwall-fuzz-") as tmp:
         try:
-            for i in range(n):
-                if budget_s is not None and time.monotonic() - start > budget_s:
+            while True:
+                over = budget_s is not None and time.monotonic() - start > budget_s
+                while idle and made < n and not over:
+                    case = Path(tmp) / str(made)
+                    case.mkdir()
+                    path = make_input(rng, pool, case)
+                    worker = idle.pop()
+                    worker.submit(path, rng.random() < report_rate)
+                    busy[worker] = path
+                    made += 1
+                if not busy:
                     break
-                case = Path(tmp) / str(i)
-                case.mkdir()
-                path = make_input(rng, pool, case)
-                out = worker.run(path, timeout_s, rng.random() < report_rate)
-                stats.tried += 1
-                kind = out["outcome"]
-                if kind in ("hang", "native"):
-                    worker.close()
-                    worker = _Worker()
-                stats.peak_rss_mb = max(stats.peak_rss_mb, out.get("rss_kb", 0) / 1024)
-                if out.get("cpu_s", 0) > stats.slowest_cpu_s:
-                    stats.slowest_cpu_s = out["cpu_s"]
-                    report_too = " with the report" if out.get("report") else ""
-                    stats.slowest = f"{path.name}, {path.stat().st_size:,} B, {kind}{report_too}"
-                if kind == "rejected":
-                    stats.rejected += 1
-                elif kind == "accepted":
-                    stats.accepted += 1
-                    stats.reports += out["report"]
-                    stats.section_failures += bool(out["section_failures"])
-                    for key, why in out["section_failures"]:
-                        _example(stats, f"section {key}: {why}"[:160], path, keep)
-                else:
-                    counter = _COUNTERS[kind]
-                    setattr(stats, counter, getattr(stats, counter) + 1)
-                    # a hang's signature is its seed (the time it took varies)
-                    where = path.name if kind == "hang" else out.get("where", path.name)
-                    _example(stats, f"{kind}: {where}"[:160], path, keep)
-                if progress and stats.tried % 500 == 0:
-                    stats.seconds = time.monotonic() - start
-                    print(stats.line(), file=sys.stderr, flush=True)
+                select.select([w.proc.stdout for w in busy], [], [], 1.0)  # any done, or 1 s
+                for worker in list(busy):
+                    if (out := worker.poll(timeout_s)) is None:
+                        continue
+                    path = busy.pop(worker)
+                    if out["outcome"] in ("hang", "native"):
+                        worker.close()
+                        worker = _Worker()
+                    idle.append(worker)
+                    _count(stats, out, path, keep)
+                    if progress and stats.tried % 500 == 0:
+                        stats.seconds = time.monotonic() - start
+                        print(stats.line(), file=sys.stderr, flush=True)
         finally:
-            worker.close()
+            for worker in [*idle, *busy]:
+                worker.close()
     stats.seconds = time.monotonic() - start
     return stats
+
+
+def _count(stats: Stats, out: dict, path: Path, keep: Path | None) -> None:
+    """Count one outcome; the input is deleted unless it is the first example of its kind."""
+    stats.tried += 1
+    kind = out["outcome"]
+    stats.peak_rss_mb = max(stats.peak_rss_mb, out.get("rss_kb", 0) / 1024)
+    if out.get("cpu_s", 0) > stats.slowest_cpu_s:
+        stats.slowest_cpu_s = out["cpu_s"]
+        report_too = " with the report" if out.get("report") else ""
+        stats.slowest = f"{path.name}, {path.stat().st_size:,} B, {kind}{report_too}"
+    examples = len(stats.examples)
+    if kind == "rejected":
+        stats.rejected += 1
+    elif kind == "accepted":
+        stats.accepted += 1
+        stats.reports += out["report"]
+        stats.section_failures += bool(out["section_failures"])
+        for key, why in out["section_failures"]:
+            _example(stats, f"section {key}: {why}"[:160], path, keep)
+    else:
+        counter = _COUNTERS[kind]
+        setattr(stats, counter, getattr(stats, counter) + 1)
+        # a hang's signature is its seed (the time it took varies)
+        where = path.name if kind == "hang" else out.get("where", path.name)
+        _example(stats, f"{kind}: {where}"[:160], path, keep)
+    if len(stats.examples) == examples:  # a long run would otherwise fill the disk
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def _example(stats: Stats, signature: str, path: Path, keep: Path | None) -> None:

@@ -13,11 +13,16 @@ from tests import fuzzing
 
 def test_short_fuzz_run_finds_no_crash_nor_hang(tmp_path: Path) -> None:
     stats = fuzzing.campaign(
-        400, seed=20, timeout_s=30, budget_s=40, keep=tmp_path, report_rate=0.2
+        400, seed=20, timeout_s=30, budget_s=40, keep=tmp_path, report_rate=0.1
     )
     assert stats.crashes == stats.hangs == stats.native == 0, stats.examples
     assert stats.section_failures == 0, stats.examples
-    assert stats.tried >= 20 and stats.rejected > 0 and stats.accepted > 0, stats.line()
+    assert stats.tried >= 10 and stats.rejected > 0 and stats.accepted > 0, stats.line()
+
+
+def test_several_workers_run_every_input() -> None:
+    stats = fuzzing.campaign(12, seed=5, timeout_s=30, report_rate=0.0, workers=2)
+    assert stats.tried == stats.rejected + stats.accepted == 12, stats.line()
 
 
 def test_an_exception_is_a_crash_an_ingest_error_a_rejection(tmp_path, monkeypatch) -> None:
