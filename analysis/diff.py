@@ -20,8 +20,8 @@ from analysis import noise
 from analysis.compare import METRICS
 from analysis.db import run_id
 from analysis.report import build_report
+from analysis.units import NS_PER_MS
 
-NS_PER_MS = 1e6
 #: Components of a step, in the order they add up to it. The diagnosis's decomposition
 #: (report key `decomposition`) when present; otherwise DERIVED_PARTS from the step metrics.
 PARTS = [
@@ -118,7 +118,9 @@ def step_time(runs: Sequence[RunFacts]) -> pd.DataFrame:
 def step_samples(runs: Sequence[RunFacts]) -> pd.DataFrame:
     """Long table of every run's step times (run, step, step_ms): the distributions."""
     frames = [
-        pd.DataFrame({"run": r.name, "step": r.steps["step"], "step_ms": r.steps["step_ns"] / 1e6})
+        pd.DataFrame(
+            {"run": r.name, "step": r.steps["step"], "step_ms": r.steps["step_ns"] / NS_PER_MS}
+        )
         for r in runs
         if len(r.steps)
     ]

@@ -16,8 +16,8 @@ from analysis.db import run_id
 from analysis.diff import decomposition_records, diff_tables, run_facts
 from analysis.model.section import run_scenario
 from analysis.report import build_report
+from analysis.units import NS_PER_MS
 
-NS_PER_MS = 1e6
 #: Model what-ifs ranked when the report has no `replay` (label → knob changes, as factors of
 #: the run's value or absolute values).
 WHATIFS: dict[str, tuple[str, str, float]] = {

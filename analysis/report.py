@@ -28,8 +28,8 @@ from analysis.report_types import Report, RunInfo
 from analysis.session import run_session
 from analysis.stragglers import stragglers_section
 from analysis.summary import decomposition_section, json_value, summary_section
+from analysis.units import NS_PER_MS
 
-NS_PER_MS = 1e6
 _log = logging.getLogger("commwall.report")
 
 _RANK_COLS = {

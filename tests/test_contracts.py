@@ -160,12 +160,6 @@ def test_a_page_with_sql_is_caught(tmp_path):
 
 UNIT_NAMES = {"NS_PER_US", "NS_PER_MS", "NS_PER_S"}
 FACTORS = {1e3, 1e6, 1e9}
-#: Places that still hold their own copy or a bare factor (file → what); may only shrink.
-UNITS_LEFT = {
-    "analysis/report.py": {"NS_PER_MS"},
-    "analysis/diff.py": {"NS_PER_MS"},
-    "analysis/postmortem.py": {"NS_PER_MS"},
-}
 
 
 def unit_findings(path: Path, ui: bool) -> set[str]:
@@ -189,14 +183,13 @@ def unit_findings(path: Path, ui: bool) -> set[str]:
 
 def test_units_are_defined_once_and_pages_use_them():
     found = {}
-    for package in ("analysis", "ingest", "dashboard"):
+    for package in ("analysis", "ingest", "dashboard", "cli"):
         for path in modules(package):
             rel = str(path.relative_to(ROOT))
             page = path.parent == PAGES
             if rel != "analysis/units.py" and (f := unit_findings(path, page)):
                 found[rel] = f
-    grown = {k: v - UNITS_LEFT.get(k, set()) for k, v in found.items()}
-    assert {k: v for k, v in grown.items() if v} == {}
+    assert found == {}
     assert unit_findings(ROOT / "analysis" / "units.py", ui=False) == UNIT_NAMES
 
 
