@@ -116,9 +116,7 @@ class Run:
         try:
             return self.con.execute(f"SELECT * FROM {name}(?)", [self.id]).df()
         except duckdb.CatalogException:
-            if self.con.execute(
-                "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?", [name]
-            ).fetchone() == (0,):
+            if not db.has_macro(self.con, name):
                 return None
             raise
 

@@ -78,6 +78,12 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None)
     return None if row is None else row[0]
 
 
+def has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the connection defines the macro `name` (its module loaded: `load_modules`)."""
+    q = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
+    return scalar(con, q, [name]) > 0
+
+
 def row(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple[Any, ...]:
     """The one row of an aggregate query (several aggregates, no GROUP BY: always one row)."""
     out = con.execute(sql, params or []).fetchone()

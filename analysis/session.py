@@ -32,7 +32,7 @@ from contextlib import contextmanager
 
 import duckdb
 
-from analysis.db import sql_modules
+from analysis.db import has_macro, sql_modules
 from analysis.sweep import sweep
 
 #: The macros computed once per run, in dependency order (each reads only earlier ones).
@@ -115,11 +115,6 @@ def _redefine(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(f"CREATE OR REPLACE TEMP MACRO {name}(rid) AS TABLE\n{body};")
 
 
-def _has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    q = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
-    return con.execute(q, [name]).fetchone()[0] > 0
-
-
 @contextmanager
 def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]:
     """Cache the intermediate tables of run `rid` on `con` for the duration of the block;
@@ -130,7 +125,7 @@ def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]
     swept: dict[str, str] | None = None
     try:
         for name in CACHED:
-            if not _has_macro(con, name) or rid in _cached_runs(con, name):
+            if not has_macro(con, name) or rid in _cached_runs(con, name):
                 continue
             table = _table(name, rid)
             query = f"SELECT * FROM {name}({rid})"

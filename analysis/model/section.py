@@ -51,12 +51,6 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether the connection defines the table macro `name`."""
-    q = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
-    return db.scalar(con, q, [name]) > 0
-
-
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     q = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
     return db.scalar(con, q, [name]) > 0
@@ -333,13 +327,13 @@ def protocol_labels(con: duckdb.DuckDBPyConnection, rid: int, df: pd.DataFrame) 
     when every call of the op names one and the same algorithm and protocol
     (ncclKernel_AllReduce_RING_LL_...)."""
     out = pd.Series([None] * len(df), index=df.index, dtype=object)
-    if has_macro(con, "collective_algorithms"):
+    if db.has_macro(con, "collective_algorithms"):
         k = con.execute("SELECT * FROM collective_algorithms(?)", [rid]).df()
         for op, g in k.groupby("op"):
             if len(g) == 1 and g["protocol"].notna().all():
                 label = f"{g['algo'].iloc[0] or '?'}/{g['protocol'].iloc[0]}"
                 out[df["op"] == op] = label
-    if has_macro(con, "nccl_algorithm_choices") and _has_table(con, "nccl_tuning"):
+    if db.has_macro(con, "nccl_algorithm_choices") and _has_table(con, "nccl_tuning"):
         c = con.execute("SELECT * FROM nccl_algorithm_choices(?)", [rid]).df()
         c = c[c["func"].isin(list(_NCCL_FUNCS))].sort_values("choices", ascending=False)
         for r in c.itertuples():
@@ -361,7 +355,7 @@ def _most_common(labels: pd.Series) -> str | None:
 def matched_instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame | None:
     """The run's matched collectives with their `protocol` label (see protocol_labels), None
     when the matching macro is not loaded."""
-    if not has_macro(con, "collective_instances"):
+    if not db.has_macro(con, "collective_instances"):
         return None
     df = con.execute("SELECT * FROM collective_instances(?)", [rid]).df()
     return df.assign(protocol=protocol_labels(con, rid, df))
