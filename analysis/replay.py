@@ -90,9 +90,10 @@ class _Busy:
     """Busy time of one rank in any [a, b), from its merged busy intervals."""
 
     def __init__(self, ts: np.ndarray, dur: np.ndarray) -> None:
-        self.start = ts
-        self.end = ts + dur
-        self.cum = np.concatenate([[0], np.cumsum(dur)])
+        # Python lists: bisect and indexing on them are several times faster than on arrays
+        self.start = ts.tolist()
+        self.end = (ts + dur).tolist()
+        self.cum = np.concatenate([[0], np.cumsum(dur)]).tolist()
 
     def _upto(self, t: int) -> int:
         i = bisect.bisect_right(self.start, t)  # intervals starting at or before t
@@ -139,11 +140,7 @@ def _load_steps(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[_Step], 
     if len(keep) < len(per_step):  # a sample: only its steps (windows without calls neither)
         wins = wins[wins["step"].isin(keep)]
         calls = calls[calls["step"].isin(keep)]
-    busy_df = con.execute("SELECT * FROM replay_busy(?)", [rid]).df()
-    busy = {
-        int(r): _Busy(g["ts"].to_numpy(np.int64), g["dur"].to_numpy(np.int64))
-        for r, g in busy_df.groupby("rank", sort=False)
-    }
+    busy = _busy(con, rid, wins, calls)
     steps: list[_Step] = []
     by_step = {int(s): g for s, g in calls.groupby("step", sort=True)}
     for s, wg in wins.groupby("step", sort=True):
@@ -164,6 +161,31 @@ def _load_steps(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[_Step], 
             st.ranks[rk.rank] = rk
         steps.append(st)
     return steps, n_steps
+
+
+def _busy(
+    con: duckdb.DuckDBPyConnection, rid: int, wins: pd.DataFrame, calls: pd.DataFrame
+) -> dict[int, _Busy]:
+    """Every rank's busy time over the span of `wins` and `calls` (the steps replayed), which
+    holds every instant the replay asks about: window starts and ends, issues, arrivals and
+    ends of calls (replay_busy_within; all of replay_busy when every step is replayed)."""
+    points = pd.concat(
+        [
+            pd.DataFrame({"rank": wins["rank"], "lo": wins["ts"], "hi": wins["ts"] + wins["dur"]}),
+            pd.DataFrame({"rank": calls["rank"], "lo": calls["issue_ts"], "hi": calls["te"]}),
+        ]
+    )
+    ranges = points.groupby("rank").agg(lo=("lo", "min"), hi=("hi", "max")).reset_index()
+    view = f"_replay_ranges_{id(ranges)}"
+    con.register(view, ranges)
+    try:
+        df = con.execute(f"SELECT * FROM replay_busy_within(?, {view})", [rid]).df()
+    finally:
+        con.unregister(view)
+    return {
+        int(r): _Busy(g["ts"].dropna().to_numpy(np.int64), g["dur"].dropna().to_numpy(np.int64))
+        for r, g in df.groupby("rank", sort=False)
+    }
 
 
 def _chain(rk: _Rank, mine: pd.DataFrame | None, st: _Step, busy: _Busy | None) -> None:

@@ -75,3 +75,31 @@ mm AS (SELECT * FROM interval_merge(a))
 SELECT mm.grp AS rank, mm.ts - coalesce(o.offset_ns, 0) AS ts, mm.dur
 FROM mm LEFT JOIN rank_offsets(rid) o ON o.rank = mm.grp
 ORDER BY rank, ts;
+
+-- replay_busy_within(rid, ranges): replay_busy measured only where the replay looks.
+--   ranges    table name with rank, lo, hi (aligned ns): per rank the time the replay asks
+--             about (the windows and calls of the steps it replays).
+--   returns   rank, ts, dur: the merged busy intervals of the rank's activities that overlap
+--             [lo, hi] (aligned), in order, which give the same busy time as replay_busy at
+--             every instant of [lo, hi]; and first one row (rank, NULL, NULL) per rank with any
+--             activity, so that a rank idle over all of its range is told from a rank without
+--             activity.
+-- Algorithm: interval_merge of the shifted activities that overlap the rank's range (a run whose
+-- replay samples a few steps merges a few steps' activities, not all of them).
+CREATE OR REPLACE TEMP MACRO replay_busy_within(rid, ranges) AS TABLE
+WITH x AS (
+    SELECT a.rank, a.ts - coalesce(o.offset_ns, 0) AS ts, a.dur
+    FROM activities a LEFT JOIN rank_offsets(rid) o ON o.rank = a.rank
+    WHERE a.run_id = rid AND a.kind IN ('compute', 'comm', 'memory') AND a.dur > 0
+),
+a AS (
+    SELECT x.rank AS grp, x.ts, x.dur
+    FROM x JOIN query_table(ranges) r ON r.rank = x.rank
+    WHERE x.ts <= r.hi AND x.ts + x.dur >= r.lo
+)
+SELECT rank, ts, dur FROM (
+    SELECT grp AS rank, ts, dur FROM interval_merge(a)
+    UNION ALL
+    SELECT DISTINCT rank, NULL, NULL FROM x
+)
+ORDER BY rank, ts NULLS FIRST;
