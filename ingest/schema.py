@@ -15,6 +15,10 @@ SCHEMA_VERSION = 1
 #: refuse values outside (docs/robustness.md), so that no time is ever stored wrapped.
 MAX_NS = 7_258_118_400_000_000_000
 TIME_RANGE = "1970-2200"
+#: Descriptive text (names, states, messages, unknown lines) of nsys exports, Flight Recorder
+#: dumps and NCCL logs is cut to this many characters when read (docs/robustness.md); Kineto
+#: strings, decoded by a schema, are refused over kineto.events.MAX_STRING instead.
+TEXT_CUT = 4096
 #: Why an event was clamped: parsers store a negative duration as 0 and count it in the file's
 #: detail (`clamped_events`, `clamped_reason`), which the ingest summary reports.
 NEGATIVE_DURATION = "negative duration, stored as 0"

@@ -23,6 +23,7 @@ from ingest.collective_names import normalize_op
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
+from ingest.schema import TEXT_CUT
 from ingest.sources import read_bytes
 
 FORMAT = "flight_recorder"
@@ -128,7 +129,7 @@ INT64_MAX = (1 << 63) - 1
 RANK_MAX = (1 << 31) - 1
 MAX_TENSORS, MAX_DIMS = 4096, 64
 #: Text fields (names, states, versions) are cut to this many characters.
-MAX_TEXT = 4096
+MAX_TEXT = TEXT_CUT
 
 
 def _int(v: Any) -> int | None:

@@ -41,6 +41,7 @@ from ingest.formats.nccl_log.prefix import (
 )
 from ingest.formats.nccl_log.tables import SCHEMAS, Spool, column, rows_table
 from ingest.formats.nccl_log.torch_lines import TIMEOUT, TorchLine, classify
+from ingest.schema import TEXT_CUT
 
 #: Distinct line heads remembered by the COLL fast path before the cache is reset.
 HEAD_CACHE = 4096
@@ -49,7 +50,7 @@ _OP = re.compile(r"(?:[A-Za-z]+:)?")
 #: Threads parsing COLL chunks (and chunks in flight at most).
 WORKERS = 2
 #: Characters of an unknown line kept.
-MAX_TEXT = 4096
+MAX_TEXT = TEXT_CUT
 #: A line longer than this is not read (counted as kind `too_long`): NCCL's longest lines, the
 #: ring orders of a 4096-rank job, are about 20,000 characters.
 MAX_LINE_CHARS = 1 << 16

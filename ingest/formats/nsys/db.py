@@ -16,14 +16,15 @@ import pyarrow.compute as pc
 
 from ingest.errors import IngestError
 from ingest.formats.nsys.source import SQLITE_MAGIC
+from ingest.schema import TEXT_CUT
 
 #: Seconds to wait for another program's write lock before giving up.
 LOCK_TIMEOUT_S = 2.0
 BATCH_ROWS = 65536
-#: Strings (StringIds, NVTX range text, host and GPU names) are cut to this many characters
-#: when read, so that a crafted export with huge strings cannot multiply memory by its number
-#: of rows.
-MAX_STRING = 4096
+#: Strings (StringIds, NVTX range text, host, GPU and process names, metadata) are cut to this
+#: many characters when read, so that a crafted export with huge strings cannot multiply memory
+#: by its number of rows.
+MAX_STRING = TEXT_CUT
 #: What a malformed value (text, blob or an out-of-range number where an integer belongs) raises
 #: when a batch is converted to Arrow.
 _BAD_VALUE = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
