@@ -165,7 +165,11 @@ def _prediction_sentence(report: Mapping[str, Any], wall: bool) -> str | None:
 
 def diagnose(report: Mapping[str, Any]) -> dict:
     """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix, and the
-    paragraph that leads the text report, the Overview and the export."""
+    paragraph that leads the text report, the Overview and the export. `points` holds the
+    paragraph's sentences by topic, in order: "hang", "what" (the parts and what dominates),
+    "bandwidth" (busbw, or why transfer and waiting cannot be told apart), "who" (the ranks
+    causing the waiting and why), "whatif" (the replay), "fix" (the largest single fix),
+    "model" (when the α-β model disagrees)."""
     s = report.get("summary") or {}
     step = s.get("step_ms")
     stop = _stop_sentence(report)
@@ -182,6 +186,10 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 "fix": None,
                 "headline": stop,
                 "paragraph": stop + " No step time could be measured from these files.",
+                "points": [
+                    {"topic": "hang", "text": stop},
+                    {"topic": "what", "text": "No step time could be measured from these files."},
+                ],
             }
         return {
             "available": False,
@@ -217,52 +225,61 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         f"{_f(s.get('tau_comp_ms'))}, {_f(s.get('compute_overlapped_ms'))} of it overlapped "
         f"with communication; idle {_f(s.get('idle_ms'))} ({_pct(shares['idle_ms'])})."
     )
-    sentences = [head]
+    # (topic, sentence): the paragraph joins them; `points` keeps them apart for a list
+    sentences: list[tuple[str, str | None]] = [("what", head)]
     if big:
         names = ", ".join(f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in big)
-        sentences.append(f"The step is {label}. Largest non-compute parts: {names}.")
+        sentences.append(("what", f"The step is {label}. Largest non-compute parts: {names}."))
     else:
         sentences.append(
-            f"The step is {label}: no non-compute part reaches "
-            f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it."
+            (
+                "what",
+                f"The step is {label}: no non-compute part reaches "
+                f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it.",
+            )
         )
     matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
     if comm > 0 and not matched:
         sentences.append(
-            "No collective is matched across ranks in these files (one rank's trace, or no "
-            "collective calls recognised), so waiting for peers cannot be told apart from data "
-            "transfer: all exposed communication is counted as transfer. Upload every rank's "
-            "trace to separate them."
+            (
+                "bandwidth",
+                "No collective is matched across ranks in these files (one rank's trace, or no "
+                "collective calls recognised), so waiting for peers cannot be told apart from "
+                "data transfer: all exposed communication is counted as transfer. Upload every "
+                "rank's trace to separate them.",
+            )
         )
     elif cause == "bandwidth" or "exposed_transfer_ms" in big:
-        sentences.append(_bandwidth_sentence(report))
+        sentences.append(("bandwidth", _bandwidth_sentence(report)))
     if culprits and shares["exposed_wait_ms"] > 0.01:
-        sentences.append(
-            f"Of the waiting, {'; '.join(_culprit_sentence(c, n_steps) for c in culprits)}."
-        )
-    what = _whatif_sentence(report)
-    if what:
-        sentences.append(what)
+        who = "; ".join(_culprit_sentence(c, n_steps) for c in culprits)
+        sentences.append(("who", f"Of the waiting, {who}."))
+    sentences.append(("whatif", _whatif_sentence(report)))
     fix = _fix(report)
     if fix:
         sentences.append(
-            f"Largest single fix: {fix['label']}, {_f(fix['saving_ms'])} faster per step "
-            f"({fix['saving_pct']:.0f}%)."
+            (
+                "fix",
+                f"Largest single fix: {fix['label']}, {_f(fix['saving_ms'])} faster per step "
+                f"({fix['saving_pct']:.0f}%).",
+            )
         )
-    pred = _prediction_sentence(report, wall)
-    if pred:
-        sentences.append(pred)
+    sentences.append(("model", _prediction_sentence(report, wall)))
     if stop:
         # the traces end inside the hung collective: its time until the timeout counts as
         # communication, so their parts say nothing about bandwidth or waiting
         sentences = [
-            stop,
-            f"The traces end in the hung collective (its time until the timeout counts as "
-            f"communication: {_f(comm)} of the {_f(step)} {scope}), so their figures are no "
-            "diagnosis of bandwidth or waiting; fix the hang first.",
+            ("hang", stop),
+            (
+                "hang",
+                f"The traces end in the hung collective (its time until the timeout counts as "
+                f"communication: {_f(comm)} of the {_f(step)} {scope}), so their figures are "
+                "no diagnosis of bandwidth or waiting; fix the hang first.",
+            ),
         ]
         cause, label, big = "hang", "hung: a collective never completed", ["hang"]
-    paragraph = " ".join(x for x in sentences if x)
+    points = [{"topic": t, "text": x} for t, x in sentences if x]
+    paragraph = " ".join(p["text"] for p in points)
     return {
         "available": True,
         "wall": wall,
@@ -275,6 +292,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "fix": fix,
         "headline": head,
         "paragraph": paragraph,
+        "points": points,
     }
 
 

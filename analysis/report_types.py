@@ -179,6 +179,14 @@ class Culprit(TypedDict, total=False):
     median_idle_ms_per_step: float
 
 
+class Point(TypedDict):
+    """One sentence of the diagnosis paragraph and its topic: "hang", "what", "bandwidth",
+    "who", "whatif", "fix" or "model"."""
+
+    topic: str
+    text: str
+
+
 class Diagnosis(TypedDict, total=False):
     """The answer to "why": the cause, the parts as shares, the culprits, the best fix."""
 
@@ -194,6 +202,7 @@ class Diagnosis(TypedDict, total=False):
     fix: WhatIf | None
     headline: str
     paragraph: str
+    points: list[Point]
 
 
 class Report(TypedDict, total=False):

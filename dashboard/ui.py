@@ -7,7 +7,7 @@ element that renders Markdown; nothing is ever rendered with unsafe_allow_html.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import altair as alt
@@ -72,6 +72,36 @@ def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     df = df.dropna(axis=1, how="all")
     text = df.select_dtypes(include="object").columns
     where.dataframe(df.fillna(dict.fromkeys(text, "—")), hide_index=True, key=key)
+
+
+#: How the Overview titles each topic of the diagnosis (analysis.diagnosis `points`).
+POINT_TITLES = {
+    "hang": "Hang",
+    "what": "What dominates",
+    "bandwidth": "Bandwidth",
+    "who": "Who is late",
+    "whatif": "What-if replay",
+    "fix": "Largest fix",
+    "model": "Model",
+}
+
+
+def diagnosis_points(diagnosis: Mapping[str, Any]) -> str:
+    """The diagnosis as a Markdown list, one item per topic (its sentences joined in order);
+    the plain paragraph when the report has no `points`."""
+    points = diagnosis.get("points")
+    if not points:
+        return md(diagnosis.get("paragraph") or "")
+    items: list[tuple[str, list[str]]] = []
+    for p in points:
+        if items and items[-1][0] == p["topic"]:
+            items[-1][1].append(p["text"])
+        else:
+            items.append((p["topic"], [p["text"]]))
+    return "\n".join(
+        f"- **{POINT_TITLES.get(topic, topic.capitalize())}.** {md(' '.join(texts))}"
+        for topic, texts in items
+    )
 
 
 def missing(what: str, how: str) -> None:

@@ -183,8 +183,13 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     # the answer to "why" leads: a wall, but made of waiting and idle time, not bandwidth
     plain = [t.replace("\\", "") for t in texts(at.error) + texts(at.markdown)]
     assert plain[0].startswith("**Host-, input- or launch-bound")
-    why = next(t for t in plain if t.startswith("Communication wall"))
+    why = next(t for t in plain if t.startswith("- **What dominates.** Communication wall"))
     assert "exposed communication is 5.9 ms (40%)" in why and "rank 7" in why
+    # one item per topic, in the paragraph's order, with the culprit under "Who is late"
+    items = [line.split("**")[1] for line in why.splitlines()]
+    assert items == ["What dominates.", "Who is late.", "What-if replay.", "Largest fix.",
+                     "Model."]  # fmt: skip
+    assert "rank 7" in why.splitlines()[1]
     shown_table = table(at, "metric", "measured", "predicted")
     assert list(shown_table["measured"]) == list(shown.values())
     # the model (data volumes over link speed) predicts no wall: the paragraph says why they differ

@@ -6,7 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, session
-from dashboard.ui import UPLOAD_TRACES, fmt_ms, fmt_pct, fmt_ratio, md, missing, plot
+from dashboard.ui import (
+    UPLOAD_TRACES,
+    diagnosis_points,
+    fmt_ms,
+    fmt_pct,
+    fmt_ratio,
+    md,
+    missing,
+    plot,
+)
 
 #: Headline metrics: summary key → (label, formatter, help).
 HEADLINE = {
@@ -25,8 +34,9 @@ info, s = v.report.get("run_info") or {}, v.report.get("summary") or {}
 gpus = ", ".join(info.get("gpus") or []) or (
     "GPU (model not recorded)" if info.get("device_kind") == "gpu" else "CPU only"
 )
+n_ranks, n_steps = info.get("n_ranks", 0), info.get("n_steps", 0)
 st.caption(
-    f"{info.get('n_ranks', 0)} ranks · {info.get('n_steps', 0)} steps · {md(gpus)} · "
+    f"{n_ranks} rank{'s' * (n_ranks != 1)} · {n_steps} step{'s' * (n_steps != 1)} · {md(gpus)} · "
     f"files: {md(', '.join(f'{n} {k}' for k, n in (info.get('files') or {}).items()))}"
 )
 if "step_ms" not in s:
@@ -38,7 +48,7 @@ st.subheader("Why")
 if d.get("available"):
     shown = st.error if d.get("wall") else st.success
     shown(f"**{md(d['label'][0].upper() + d['label'][1:])}**")
-    st.markdown(md(d["paragraph"]))
+    st.markdown(diagnosis_points(d))
 else:
     missing("The diagnosis", md(d.get("reason") or "the report could not derive it"))
 
