@@ -39,6 +39,12 @@ from ingest import discover, store
 RUNS = sorted(d for d in (DATA / "gloo_alternating").iterdir() if d.is_dir())
 GOAL = 0.10  # the replay's target error against the measured clean steps
 Z = 3.0  # standard errors allowed beyond the goal on a noisy run
+#: Runs the replay is known to miss, and why (docs/diagnosis.md). Strict: a replay that comes to
+#: predict them makes the test fail, so that this list and the docs are updated.
+KNOWN_MISSES = {
+    "sleep_front_2rank_r1_nice20": "its clean steps' gloo transfers were slow (29 ms exposed on "
+    "rank 0 against 13-19 ms in its other steps); the replay keeps the slow steps' transfers",
+}
 
 
 def robust_se(values: list[float]) -> float:
@@ -103,7 +109,18 @@ def test_unchanged_replay_reproduces_every_step(by_step, run):
     assert (unchanged["step_ns"] == unchanged["measured_ns"]).all()
 
 
-@pytest.mark.parametrize("run", RUNS, ids=[r.name for r in RUNS])
+def _with_known_misses(runs: list) -> list:
+    return [
+        pytest.param(
+            r, id=r.name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[r.name])
+        )
+        if r.name in KNOWN_MISSES
+        else pytest.param(r, id=r.name)
+        for r in runs
+    ]
+
+
+@pytest.mark.parametrize("run", _with_known_misses(RUNS))
 def test_straggler_fixed_predicts_the_clean_steps(by_step, run):
     clean, _, fixed = split(truth_of(run), by_step[0][run.name])
     err = statistics.median(fixed) / statistics.median(clean) - 1
