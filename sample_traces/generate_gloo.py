@@ -37,6 +37,9 @@ How
   steps of the same run, measured under the same machine conditions, are the reference for what
   the slow steps would take without the straggler (separate runs on a shared machine differ by
   more than the effect of interest). Unrecorded steps are clean.
+* ``--pin`` runs rank r (every thread of it) on CPU r mod the number of CPUs. Without it, on a
+  host with fewer cores than threads, a rank computes faster while another sleeps and slower
+  while another runs extra matmuls: what the straggler does would change the others' speed.
 * Steps 0 (wait) and 1 (warm-up; DDP rebuilds its buckets after the first iteration) are not
   recorded, so the traces hold ``ProfilerStep#2`` ... ``ProfilerStep#(STEPS+1)``.
 * ``torch.set_num_threads(1)`` in every rank keeps the ranks from fighting over cores.
