@@ -112,12 +112,20 @@ def scenario(path: str, run: str, fp: tuple) -> Scenario | None:
         return r.scenario()
 
 
+def _known_scenario(path: str, run: str, fp: tuple) -> Scenario:
+    """The run's scenario, for the what-ifs a page offers only when there is one."""
+    s = scenario(path, run, fp)
+    if s is None:
+        raise ValueError(f"run {run!r} has no model scenario (no reducible bytes per step)")
+    return s
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def whatif_prediction(
     path: str, run: str, fp: tuple, knobs: tuple[tuple[str, float], ...], idle_ms: float
 ) -> dict:
     """analysis.whatif.predicted of the run's scenario with `knobs` set."""
-    return whatif.predicted(whatif.with_knobs(scenario(path, run, fp), dict(knobs)), idle_ms)
+    return whatif.predicted(whatif.with_knobs(_known_scenario(path, run, fp), dict(knobs)), idle_ms)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -131,7 +139,7 @@ def whatif_curve(
     idle_ms: float,
 ) -> pd.DataFrame:
     """analysis.whatif.curve of the run's scenario with the `others` knobs set."""
-    s = whatif.with_knobs(scenario(path, run, fp), dict(others))
+    s = whatif.with_knobs(_known_scenario(path, run, fp), dict(others))
     return whatif.curve(s, knob, list(values), idle_ms)
 
 

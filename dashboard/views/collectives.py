@@ -23,14 +23,16 @@ if pick == "other…":
     st.session_state[PEAK_KEY] = st.number_input(
         "Peak GB/s", min_value=0.1, value=st.session_state.get(PEAK_KEY) or 50.0, key="peak_custom"
     )
-elif pick in LINK_PEAKS_GBPS:
+elif pick is not None and pick in LINK_PEAKS_GBPS:
     st.session_state[PEAK_KEY] = LINK_PEAKS_GBPS[pick]
 else:
     st.session_state[PEAK_KEY] = None
 peak = st.session_state[PEAK_KEY]
 
 section = v.report.get("collectives")
-ops = section.get("ops") if isinstance(section, dict) else None
+if not isinstance(section, dict):  # absent, or not available on this run
+    section = {}
+ops = section.get("ops")
 st.subheader("Per operation")
 if ops:
     table(pd.DataFrame(ops), key="collectives_per_op")
