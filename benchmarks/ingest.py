@@ -165,7 +165,8 @@ def main() -> None:
     cases += [(f"x{k}.gz", "gzip", k) for k in args.scales if args.gzip]
     cases += [(f"{args.ranks} ranks", "ranks", args.ranks)] if args.ranks else []
     cases += [(d.name, "dir", d) for d in args.dirs]
-    rows = []
+    rows: list[tuple] = []
+    print(HEAD, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, kind, k) in enumerate(cases):
             d = k if kind == "dir" else Path(tmp) / f"case{i}"
@@ -181,20 +182,28 @@ def main() -> None:
                 lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")]
             )
             rows.append(("commwall", label, mb, wall, cpu, rss))
+            print(line(rows[-1]), flush=True)
             if hta_ok and kind != "gzip":  # gzip is compared with plain, for commwall alone
                 code = f"from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir={str(d)!r})"
                 wall, cpu, rss = measure(lambda tag, code=code: [sys.executable, "-c", code])
                 rows.append(("HTA 0.5.0", label, mb, wall, cpu, rss))
+                print(line(rows[-1]), flush=True)
     report(rows, [label for label, _, _ in cases], hta_ok)
 
 
+_COLUMNS = ("MB", "wall s", "MB/s", "CPU s", "MB/CPU-s", "peak MB", "peak/MB")
+HEAD = f"{'tool':<10} {'case':>8}" + "".join(f" {h:>8}" for h in _COLUMNS)
+
+
+def line(row: tuple) -> str:
+    """One measured row of the table (printed as soon as it is measured)."""
+    tool, label, mb, wall, cpu, rss = row
+    cells = (mb, wall, mb / wall, cpu, mb / cpu, rss, rss / mb)
+    return f"{tool:<10} {label:>8}" + "".join(f" {v:>8.2f}" for v in cells)
+
+
 def report(rows: list[tuple], labels: list[str], hta_ok: bool) -> None:
-    """The table, then the ratios to HTA (same files, same run) and of gzip to plain."""
-    head = ("tool", "case", "MB", "wall s", "MB/s", "CPU s", "MB/CPU-s", "peak MB", "peak/MB")
-    print(f"{head[0]:<10} {head[1]:>8}" + "".join(f" {h:>8}" for h in head[2:]))
-    for tool, label, mb, wall, cpu, rss in rows:
-        cells = (mb, wall, mb / wall, cpu, mb / cpu, rss, rss / mb)
-        print(f"{tool:<10} {label:>8}" + "".join(f" {v:>8.2f}" for v in cells))
+    """The ratios to HTA (same files, same run) and of gzip to plain."""
     by = {(t, c): (mb / w, mb / cpu, r) for t, c, mb, w, cpu, r in rows}
     if hta_ok:
         print("\nratios (same files, same run), commwall ÷ HTA:")
