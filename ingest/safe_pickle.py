@@ -6,6 +6,12 @@ call or build an object — globals, `REDUCE`, `BUILD`, `INST`/`OBJ`/`NEWOBJ`, t
 registry, persistent ids — and only then unpickles, with `find_class` refusing everything as a
 second lock. What comes out is made of dict, list, tuple, set, str, bytes, int, float, bool and
 None only.
+
+A pickle may also reference one container from many places (its memo), so a small stream can
+stand for an enormous value (a 500 KB dump whose entries all share one list of 4,096 shapes
+took a minute to read, and four times as many entries four times as long): the values it
+expands to, counting a shared container once per reference, are limited to EXPANSION times its
+size plus EXPANSION_SLACK, and a container that holds itself is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ ALLOWED = frozenset(
         "EMPTY_SET", "ADDITEMS", "FROZENSET",
     }
 )  # fmt: skip
+
+
+#: Values a pickle may expand to: EXPANSION x its size in bytes + EXPANSION_SLACK (a plain dump
+#: expands to fewer values than it has bytes; shared strings and small lists add little).
+EXPANSION, EXPANSION_SLACK = 8, 1 << 20
+_CONTAINERS = (list, tuple, dict, set, frozenset)
 
 
 class UnsafePickle(ValueError):
@@ -57,8 +69,43 @@ def loads(data: bytes) -> object:
     the data is executed or imported."""
     check(data)
     try:
-        return _NoGlobals(io.BytesIO(data)).load()
+        value = _NoGlobals(io.BytesIO(data)).load()
     except UnsafePickle:
         raise
     except Exception as e:
         raise UnsafePickle(f"not a valid pickle stream ({e})") from e
+    expanded(value, EXPANSION * len(data) + EXPANSION_SLACK)
+    return value
+
+
+def expanded(root: object, limit: int) -> int:
+    """How many values `root` holds, counting a container once per place that references it
+    (as JSON would write it out); UnsafePickle past `limit`, or when a container holds itself.
+    Linear in the distinct objects and references, whatever they expand to; no recursion."""
+    size: dict[int, int] = {}
+    path: set[int] = set()  # containers being counted (a cycle comes back to one of them)
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        obj, leaving = stack.pop()
+        if not isinstance(obj, _CONTAINERS):
+            continue
+        key = id(obj)
+        if leaving:
+            path.discard(key)
+            n = 1 + sum(size[id(c)] if isinstance(c, _CONTAINERS) else 1 for c in _items(obj))
+            if n > limit:
+                raise UnsafePickle(
+                    f"shared references expand it to over {limit:,} values (a pickle bomb)"
+                )
+            size[key] = n
+        elif key in path:
+            raise UnsafePickle("a container holds itself (a cycle): not plain data")
+        elif key not in size:
+            path.add(key)
+            stack.append((obj, True))
+            stack.extend((c, False) for c in _items(obj) if isinstance(c, _CONTAINERS))
+    return size.get(id(root), 1)
+
+
+def _items(obj: object) -> list:
+    return [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)  # type: ignore[call-overload]

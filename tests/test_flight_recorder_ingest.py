@@ -199,6 +199,15 @@ def test_shared_references_in_a_pickle_do_not_blow_up(tmp_path):
          "input_dtypes": inner, "thread_name": inner}]}  # fmt: skip
     path = tmp_path / "rank0.pkl"
     path.write_bytes(pickle.dumps(dump, protocol=4))
+    with pytest.raises(IngestError, match="pickle bomb"):  # refused before anything walks it
+        flight_recorder.parse(path)
+    inner = [1]
+    for _ in range(3):  # a few shared levels expand to little: read as usual
+        inner = [inner, inner]
+    dump["entries"][0].update(
+        profiling_name=inner, input_sizes=inner, input_dtypes=inner, thread_name=inner
+    )
+    path.write_bytes(pickle.dumps(dump, protocol=4))
     with pytest.raises(IngestError, match="profiling_name or state is not text"):
         flight_recorder.parse(path)
     dump["entries"][0]["profiling_name"] = "gloo:all_reduce"

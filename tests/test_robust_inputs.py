@@ -296,10 +296,7 @@ def test_flight_recorder_pickle_with_a_huge_integer_and_a_long_name(tmp_path: Pa
     # digits raises ValueError (a parser crash); the real gloo dump with two fields changed
     import pickle
 
-    from ingest import safe_pickle
-
-    src = Path(__file__).parents[1] / "sample_traces" / "fr_skip_pickle" / "rank0.pkl.gz"
-    dump = safe_pickle.loads(gzip.decompress(src.read_bytes()))
+    dump = _real_fr_pickle()
     dump["version"] = 10**5000
     dump["entries"][0]["profiling_name"] = "gloo:all_reduce" + "x" * 100_000
     path = tmp_path / "rank0.pkl"
@@ -320,3 +317,45 @@ def test_nccl_reproducer_of_the_quadratic_regex_parses_in_linear_time() -> None:
     assert time.perf_counter() - t0 < 1.5
     # the long line is no NCCL line (no "NCCL INFO|WARN" after a prefix): only the version line
     assert (parsed.detail["lines"]["total"], parsed.detail["lines"]["nccl"]) == (2, 1)
+
+
+def _real_fr_pickle() -> dict:
+    from ingest import safe_pickle
+
+    src = Path(__file__).parents[1] / "sample_traces" / "fr_skip_pickle" / "rank0.pkl.gz"
+    return safe_pickle.loads(gzip.decompress(src.read_bytes()))  # type: ignore[return-value]
+
+
+def test_flight_recorder_pickle_bomb_of_shared_references_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    # found by review: pickle's memo lets 100 entries share one list of 4,096 shapes of 64
+    # dimensions, a 554 KB file that stands for 53 million values (62 s to read before; 400
+    # entries, 591 KB: 231 s)
+    import pickle
+
+    dump = _real_fr_pickle()
+    shapes = [[1] * 64 for _ in range(4096)]
+    entry = dump["entries"][0]
+    dump["entries"] = [
+        {**entry, "record_id": i, "input_sizes": shapes, "output_sizes": shapes} for i in range(100)
+    ]
+    path = tmp_path / "bomb_rank0.pkl"
+    path.write_bytes(pickle.dumps(dump, protocol=4))
+    assert path.stat().st_size < 600_000
+    t0 = time.perf_counter()
+    with pytest.raises(IngestError, match="pickle bomb") as e:
+        formats.parse(path)
+    assert time.perf_counter() - t0 < 10 and e.value.path == str(path)
+
+
+def test_flight_recorder_pickle_holding_itself_is_refused(tmp_path: Path) -> None:
+    import pickle
+
+    dump = _real_fr_pickle()
+    dump["entries"][0]["input_sizes"] = cycle = []  # type: ignore[var-annotated]
+    cycle.append(cycle)
+    path = tmp_path / "cycle_rank0.pkl"
+    path.write_bytes(pickle.dumps(dump, protocol=4))
+    with pytest.raises(IngestError, match="holds itself"):
+        formats.parse(path)
