@@ -359,3 +359,28 @@ def test_flight_recorder_pickle_holding_itself_is_refused(tmp_path: Path) -> Non
     path.write_bytes(pickle.dumps(dump, protocol=4))
     with pytest.raises(IngestError, match="holds itself"):
         formats.parse(path)
+
+
+@pytest.mark.parametrize("offset", ["garbage", 8.5, -5, 2**40], ids=str)
+def test_nsys_payload_schema_with_a_bad_offset_leaves_the_field_out(
+    tmp_path: Path, offset: object
+) -> None:
+    # found by review: a text offset in NVTX_PAYLOAD_SCHEMA_ENTRIES raised TypeError, a real one
+    # would slice with a float, a negative one read the payload from its end
+    import sqlite3
+
+    from nsys_synth import make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=2, steps=2)
+    path = write_nsys(spec, tmp_path / "bad_offset.sqlite", payloads=True)
+    con = sqlite3.connect(path)
+    con.execute(
+        "UPDATE NVTX_PAYLOAD_SCHEMA_ENTRIES SET offset = ? WHERE offset IS NOT NULL", [offset]
+    )
+    con.commit()
+    con.close()
+    parsed = formats.parse(path)
+    # every NCCL kernel of the generator is a collective, payload or not
+    comm = sum(o.kind == "kernel" and o.name.startswith("nccl") for o in spec.ops)
+    assert parsed.tables["collectives"].num_rows == comm
+    assert sorted(parsed.tables["ranks"]["rank"].to_pylist()) == list(range(spec.ranks))

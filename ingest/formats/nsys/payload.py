@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from ingest.formats.nsys.db import Export
 
 HEADER_BYTES = 32
+#: Offsets of payload fields lie within a struct of at most this many bytes.
+MAX_OFFSET = 1 << 32
 #: NVTX_PAYLOAD_ENTRY_TYPE_* → (size in bytes, signed); LP64 sizes for C long and size_t.
 INT_TYPES = {
     1: (1, True), 2: (1, False), 3: (2, True), 4: (2, False), 5: (4, True), 6: (4, False),
@@ -38,7 +40,8 @@ Schemas = dict[tuple[int, int], list[Entry]]
 
 def read_schemas(ex: Export) -> Schemas:
     """Integer fields per (domain id, schema id); empty when the export has no schema tables.
-    A field without an offset is placed at the next naturally aligned position."""
+    A field without an offset is placed at the next naturally aligned position; one whose
+    offset is not an integer in 0 .. MAX_OFFSET is left out."""
     table = ex.table("NVTX_PAYLOAD_SCHEMA_ENTRIES")
     if table is None:
         return {}
@@ -52,6 +55,8 @@ def read_schemas(ex: Export) -> Schemas:
     for dom, sch, idx, typ, name, offset in rows:
         if (dom, sch, idx) in seen or typ not in INT_TYPES or name is None:
             continue
+        if offset is not None and not (type(offset) is int and 0 <= offset < MAX_OFFSET):
+            continue  # a malformed row (text, a real, out of range): its field is not decoded
         seen.add((dom, sch, idx))
         size, signed = INT_TYPES[typ]
         end = ends.get((dom, sch), 0)
