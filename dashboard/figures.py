@@ -19,12 +19,25 @@ from typing import Any
 import altair as alt
 import streamlit as st
 
+#: What a chart builder returns: a top-level chart of any kind (what st.altair_chart draws).
+AnyChart = (
+    alt.Chart
+    | alt.ConcatChart
+    | alt.FacetChart
+    | alt.HConcatChart
+    | alt.LayerChart
+    | alt.RepeatChart
+    | alt.VConcatChart
+)
+Builder = Callable[..., AnyChart]
+
+_to_spec: Callable[[AnyChart], dict[str, Any]] | None
 try:  # Streamlit's own conversion (theme, data as Arrow datasets), as st.altair_chart does it
-    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec as _to_spec
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+
+    _to_spec = _convert_altair_to_vega_lite_spec
 except ImportError:  # another Streamlit: charts are drawn uncached, as before
     _to_spec = None
-
-Builder = Callable[..., alt.TopLevelMixin]
 
 
 def builder_name(build: Builder) -> str:

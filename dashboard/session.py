@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ class RunView:
     path: str
     run: str
     fp: tuple
-    report: dict
+    report: Mapping[str, Any]  # the typed Report (analysis.report_types), read as a mapping
 
 
 def run_picker() -> None:

@@ -7,10 +7,9 @@ element that renders Markdown; nothing is ever rendered with unsafe_allow_html.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -51,7 +50,7 @@ def fmt_pct(v: float | None) -> str:
 
 def plot(
     df: pd.DataFrame | None,
-    build: Callable[..., alt.TopLevelMixin],
+    build: figures.Builder,
     args: tuple,
     empty: str,
     key: str | None = None,
@@ -117,18 +116,18 @@ UPLOAD_NCCL = (
 )
 
 
-def _run_info(report: dict) -> dict:
+def _run_info(report: Mapping[str, Any]) -> dict:
     return report.get("run_info") or {}
 
 
-def matched_instances(report: dict) -> int:
+def matched_instances(report: Mapping[str, Any]) -> int:
     """How many collective instances the run's collectives section matched across ranks."""
     section = report.get("collectives")
     matching = section.get("matching") if isinstance(section, dict) else None
     return int((matching or {}).get("instances") or 0)
 
 
-def traces_hint(report: dict) -> str:
+def traces_hint(report: Mapping[str, Any]) -> str:
     """What to upload (or what the uploaded traces lack) for analyses of collectives matched
     across ranks, worded from what this run already holds."""
     info = _run_info(report)
@@ -148,7 +147,7 @@ def traces_hint(report: dict) -> str:
     )
 
 
-def steps_hint(report: dict) -> str:
+def steps_hint(report: Mapping[str, Any]) -> str:
     """Why per-step views are empty: the traces carry no `ProfilerStep#N` annotations."""
     files = _run_info(report).get("files") or {}
     if not (files.get("kineto") or files.get("nsys")):
@@ -160,7 +159,7 @@ def steps_hint(report: dict) -> str:
     )
 
 
-def nccl_hint(report: dict) -> str:
+def nccl_hint(report: Mapping[str, Any]) -> str:
     """What to upload for NCCL findings; for a run that does not use NCCL, that they do not
     apply."""
     backends = [b for b in _run_info(report).get("backends") or [] if b]
