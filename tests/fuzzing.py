@@ -61,8 +61,18 @@ _STRING = re.compile(rb'"(?:[^"\\\n]|\\.){0,80}"')
 
 
 def seeds() -> list[tuple[str, bytes]]:
-    """The seeds' contents (gunzipped)."""
-    return [(name, gzip.decompress(p.read_bytes())) for name, p in SEEDS]
+    """The seeds' contents (gunzipped), and a generated nsys export with what the real one
+    lacks: NCCL NVTX ranges with payloads and their schema, PyTorch's ranges, RANK in the
+    captured environment."""
+    from tests.nsys_synth import make_spec, write_nsys  # noqa: PLC0415
+
+    out = [(name, gzip.decompress(p.read_bytes())) for name, p in SEEDS]
+    with tempfile.TemporaryDirectory() as d:
+        spec = make_spec(seed=0, ranks=2, steps=3)
+        path = write_nsys(spec, Path(d) / "x.sqlite", payloads=True, torch_ranges=True,
+                          env_rank=True)  # fmt: skip
+        out.append(("nsys_payloads.sqlite", path.read_bytes()))
+    return out
 
 
 def _swap(

@@ -166,6 +166,13 @@ NSYS_REJECTED = [
     ("s09_corrupt_schema_name_page_flip.sqlite.gz", "corrupt"),
     # utcEpochNs set to 2**64 (a REAL)
     ("s10_session_start_uint64.sqlite.gz", "utcEpochNs"),
+    # fuzz inputs from the generated export (tests/nsys_synth.py, payloads=True). sqlite3:
+    # SELECT sum(start IS NULL) FROM CUPTI_ACTIVITY_KIND_MEMCPY gives 5 (a DuckDB NOT NULL
+    # constraint failed at insert)
+    ("s11_memcpy_start_null.sqlite.gz", "GPU work: 5 rows without a start time"),
+    # SELECT sum(start IS NULL), sum(binaryData IS NOT NULL AND start IS NULL) FROM NVTX_EVENTS
+    # gives 5|1 (sorting the payloads raised TypeError)
+    ("s12_nccl_range_start_null.sqlite.gz", "NVTX: 5 rows without a start time"),
 ]
 
 

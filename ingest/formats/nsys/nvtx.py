@@ -154,6 +154,8 @@ def _payloads(
     # identical blobs (same communicator and size) are decoded once
     seen: dict[bytes, dict[str, int] | None] = {}
     for proc, tid, start, blob in rows:
+        if proc is None or tid is None or start is None:
+            continue  # not a range anything can be matched to (a corrupt row)
         if blob not in seen:
             seen[blob] = nsys_payload.decode(blob, schemas)
         if fields := seen[blob]:

@@ -156,10 +156,13 @@ def _ends_before_start(table: pa.Table) -> int:
 
 def _check_times(path: Path, table: pa.Table, base: int, what: str) -> None:
     """IngestError unless every start and end of `table` (plus `base`) is a time within the
-    store's range: one clock writes them all, so one value outside means a corrupt export."""
+    store's range: one clock writes them all, so one value outside, or none, means a corrupt
+    export."""
     for col in ("start", "end"):
         if col not in table.column_names or table.num_rows == 0:
             continue
+        if missing := table[col].null_count:
+            raise IngestError(path, f"{what}: {missing:,} rows without a {col} time (corrupt)")
         lo, hi = pc.min_max(table[col]).values()
         lo, hi = lo.as_py(), hi.as_py()
         if lo is not None and not (0 <= lo + base and hi + base <= MAX_NS):
