@@ -4,11 +4,13 @@ For each scale a synthetic run (the straggler benchmark's scenario: tests/synthe
 8 ranks per host, 10 steps, one compute straggler, random host clock offsets) is stored directly
 as the rows ingest would write, then `build_report` runs in a fresh process under a DuckDB
 memory limit; wall time, CPU time and peak RSS are measured from outside (os.wait4). The child
-times the run's analysis session (the tables every section shares, computed once) and every
-report section, and the table says which step dominates, and the cost per million
-(collective x rank) calls, which stays flat when nothing grows faster than linearly. Usage:
+times the run's analysis session (the tables every section shares, computed once; each of its
+tables apart, "session:" rows) and every report section, in wall and CPU seconds (the CPU
+seconds of the process, all threads; on a machine shared with other work they are the fairer
+figure), and the table says which step dominates (by CPU seconds), and the CPU seconds per
+million (collective x rank) calls, which stays flat when nothing grows faster than linearly. Usage:
 
-    python benchmarks/report_scale.py [--ranks 8 64 256 1024] [--collectives 2000]
+    python benchmarks/report_scale.py [--ranks 8 64 256 1024 4096] [--collectives 2000]
 """
 
 from __future__ import annotations
@@ -28,34 +30,62 @@ sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ing
 
 
 def child(db: str, memory_limit: str) -> None:
-    """Build the report of run 'bench'; print the seconds spent per section as JSON."""
-    from analysis import report
+    """Build the report of run 'bench'; print the wall and CPU seconds spent per section (and
+    per table of the session) as JSON."""
+    from analysis import report, session
     from analysis.db import open_db
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     con = open_db(db)
     con.execute("SET enable_progress_bar = false")
     con.execute(f"SET memory_limit = '{memory_limit}'")
     spent = {"open": time.perf_counter() - t}
+    cpu = {"open": time.process_time() - c}
 
     def timed(key: str, fn):  # noqa: ANN001, ANN202
         def run(*a):  # noqa: ANN002, ANN202
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return fn(*a)
             finally:
                 spent[key] = time.perf_counter() - t0
+                cpu[key] = time.process_time() - c0
 
         return run
 
-    session = report.run_session
+    # the session redefines each macro right after computing its table: time between those
+    redefine, mark = session._redefine, [0.0, 0.0]
+
+    def timed_redefine(c, name):  # noqa: ANN001, ANN202
+        redefine(c, name)
+        now, now_cpu = time.perf_counter(), time.process_time()
+        spent[f"session: {name}"], cpu[f"session: {name}"] = now - mark[0], now_cpu - mark[1]
+        mark[:] = now, now_cpu
+
+    sweep = session._sweep_tables
+
+    def timed_sweep(c, rid):  # noqa: ANN001, ANN202  (the one sweep, apart from its tables)
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = sweep(c, rid)
+        spent["session: sweep"] = time.perf_counter() - t0
+        cpu["session: sweep"] = time.process_time() - c0
+        mark[0] += spent["session: sweep"]  # the table being made is timed without it
+        mark[1] += cpu["session: sweep"]
+        return out
 
     @contextmanager
     def timed_session(c, rid):  # noqa: ANN001, ANN202
-        t0 = time.perf_counter()
-        with session(c, rid) as cached:
-            spent["session"] = time.perf_counter() - t0
-            yield cached
+        t0, c0 = time.perf_counter(), time.process_time()
+        mark[:] = t0, c0
+        session._redefine, session._sweep_tables = timed_redefine, timed_sweep
+        try:
+            with session.run_session(c, rid) as cached:
+                spent["session"] = time.perf_counter() - t0
+                cpu["session"] = time.process_time() - c0
+                session._redefine, session._sweep_tables = redefine, sweep
+                yield cached
+        finally:
+            session._redefine, session._sweep_tables = redefine, sweep
 
     report.run_session = timed_session
     report.SECTIONS = {k: timed(k, f) for k, f in report.SECTIONS.items()}
@@ -64,7 +94,7 @@ def child(db: str, memory_limit: str) -> None:
     rep = report.build_report(con, "bench", keep_going=False)
     spent["total report"] = time.perf_counter() - t
     flagged = [s["rank"] for s in (rep["stragglers"] or {}).get("ranks", []) if s.get("flagged")]
-    print(json.dumps({"spent": spent, "flagged": flagged}))
+    print(json.dumps({"spent": spent, "cpu": cpu, "flagged": flagged}))
 
 
 def main() -> None:
@@ -81,7 +111,7 @@ def main() -> None:
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, "
           f"memory_limit {args.memory_limit}, {args.collectives} collectives per rank")  # fmt: skip
     head = f"{'ranks':>6} {'calls':>10} {'report s':>9} {'cpu s':>7} {'peak MiB':>9}"
-    print(f"{head} {'s per M calls':>13}  dominant section (s)  straggler found/truth")
+    print(f"{head} {'cpu s per M calls':>17}  dominant step (s, cpu s)  straggler found/truth")
     for ranks in args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "bench.duckdb"
@@ -89,14 +119,16 @@ def main() -> None:
             cmd += ["--db", str(db), "--ranks", str(ranks), "--collectives", str(args.collectives)]
             truth = json.loads(subprocess.run(cmd, check=True, capture_output=True).stdout)
             wall, cpu, rss, got = run_child(db, args.memory_limit)
-            spent = got["spent"]
-            sections = {k: v for k, v in spent.items() if k not in ("open", "total report")}
-            top = max(sections, key=sections.get)
+            spent, cpus = got["spent"], got["cpu"]
+            # the steps: the session's tables and the sections (the session is their sum)
+            steps = {k: v for k, v in cpus.items() if k not in ("open", "session")}
+            top = max(steps, key=steps.get)
             calls = truth["rows"]["collectives"]
             print(f"{ranks:6d} {calls:10d} {spent['total report']:9.2f} {cpu:7.2f} {rss:9.0f} "
-                  f"{spent['total report'] / calls * 1e6:13.2f}  {top} ({sections[top]:.2f})"
-                  f"  {got['flagged']}/{truth['straggler_rank']}")  # fmt: skip
-            print("       " + ", ".join(f"{k} {v:.2f}" for k, v in sections.items()))
+                  f"{cpu / calls * 1e6:17.2f}  {top} ({spent[top]:.2f}, "
+                  f"{cpus[top]:.2f})  {got['flagged']}/{truth['straggler_rank']}")  # fmt: skip
+            for k in ("open", "session", *steps):
+                print(f"       {k:34s} {spent[k]:7.2f} s {cpus[k]:7.2f} cpu s")
 
 
 def run_child(db: Path, memory_limit: str) -> tuple[float, float, float, dict]:
