@@ -107,5 +107,5 @@ def expanded(root: object, limit: int) -> int:
     return size.get(id(root), 1)
 
 
-def _items(obj: object) -> list:
-    return [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)  # type: ignore[call-overload]
+def _items(obj: list | tuple | dict | set | frozenset) -> list:
+    return [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)

@@ -12,7 +12,7 @@ from pathlib import Path
 try:  # ISA-L inflate is 3-5x faster than zlib's; same API
     from isal import isal_zlib as zlib
 except ImportError:  # pragma: no cover
-    import zlib  # type: ignore[no-redef]
+    import zlib  # type: ignore[no-redef]  # the same API under the name isal's took
 
 from ingest.errors import IngestError
 

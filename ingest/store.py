@@ -335,7 +335,8 @@ def _settle(
         return digest, None
     if error is not None:
         raise error
-    return digest, parsed  # type: ignore[return-value]
+    assert digest is not None  # hash_and_parse gives a digest whenever it gives no error
+    return digest, parsed
 
 
 def _parse_here(

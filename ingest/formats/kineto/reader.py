@@ -108,8 +108,8 @@ def _first_tensor(dims: list | None, types: list | None) -> tuple[int | None, st
 
 
 def _rank_of(path: Path, dist: DistInfo | None, rank: int | None) -> tuple[int, str]:
-    if dist is not None and _count(path, dist.rank, "distributedInfo.rank") is not None:
-        return _int_or_none(dist.rank), "distributedInfo"  # type: ignore[return-value]
+    if dist is not None and (n := _count(path, dist.rank, "distributedInfo.rank")) is not None:
+        return n, "distributedInfo"
     m = RANK_IN_NAME.search(path.name)
     if m:
         return int(m.group(1)), "file name"
@@ -502,7 +502,9 @@ def _steps(
 ) -> pa.Table:
     seen: dict[int, int] = {}
     for i in rows:
-        seen.setdefault(int(STEP_RE.match(kept[i].name or "").group(1)), i)  # type: ignore[union-attr]
+        m = STEP_RE.match(kept[i].name or "")
+        if m:  # always: the rows were chosen by this match
+            seen.setdefault(int(m.group(1)), i)
     ns = sorted(seen)
     return pa.table(
         {

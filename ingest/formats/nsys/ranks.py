@@ -153,10 +153,10 @@ def assign(
             out[rest[0].proc] = RankOf(single[0], single[1], world_env[1] if world_env else None)
             rest = []
     taken = {r.rank for r in out.values()}
-    devices = [p.device for p in rest]
-    if rest and None not in devices and len(set(devices)) == len(devices):
+    devices = [p.device for p in rest if p.device is not None]
+    if rest and len(devices) == len(rest) and len(set(devices)) == len(devices):
         if not taken & set(devices):
-            out.update({p.proc: RankOf(p.device, "device id") for p in rest})  # type: ignore[arg-type]
+            out.update({p.proc: RankOf(d, "device id") for p, d in zip(rest, devices, strict=True)})
             rest = []
     free = (r for r in range(len(procs) + len(taken)) if r not in taken)
     for p in sorted(rest, key=lambda q: q.pid):
