@@ -8,7 +8,9 @@ page of every run twice: the first visit computes the run's report, the second i
 as a user makes it (click in the sidebar until the script is done and every chart is drawn).
 Then every what-if slider of the Model page is moved one notch on each run that has a model:
 response = key press until the page has re-run and redrawn. Printed: p50/p90/max per kind,
-per-page rows, and any request to a host other than the app's own.
+per-page rows, and any request to a host other than the app's own; and, since wall times on
+a shared machine grow with its load, the CPU seconds each page switch and slider move cost
+the server and all processes started here (server, Chromium; psutil, installed with Dask).
 
     python benchmarks/dashboard.py [--runs dlrm,synthetic-64] [--screenshots DIR] [--json FILE]
 """
@@ -23,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
@@ -83,13 +87,37 @@ def percentiles(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p50": round(q[4], 3), "p90": round(q[8], 3), "max": round(max(xs), 3)}
 
 
-def tour(url: str, runs: list[str], shots: Path | None) -> dict:
+class Cpu:
+    """CPU seconds (user + system) used so far by the server and by every process this
+    benchmark started (the server, Chromium, Playwright's driver). Unlike wall times they do
+    not grow with the machine's load: a page switch's CPU is what it costs, however long other
+    work makes it wait for a core."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server = psutil.Process(server_pid)
+
+    @staticmethod
+    def _of(p: psutil.Process) -> float:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # gone: its CPU is no longer counted anywhere
+            return 0.0
+        return t.user + t.system
+
+    def now(self) -> tuple[float, float]:
+        """(server, all started processes) CPU seconds so far."""
+        procs = psutil.Process().children(recursive=True)
+        return self._of(self.server), sum(self._of(p) for p in procs)
+
+
+def tour(url: str, runs: list[str], shots: Path | None, cpu: Cpu) -> dict:
     """Every page of every run, twice, and the sliders; the measurements."""
     from playwright.sync_api import sync_playwright
 
     first: list[dict] = []
     switch: list[dict] = []
     sliders: list[dict] = []
+    slider_cpu: list[dict] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         context = browser.new_context(viewport=VIEWPORT)
@@ -102,20 +130,38 @@ def tour(url: str, runs: list[str], shots: Path | None) -> dict:
             for rows in (first, switch):
                 for key in PAGES:
                     print(f"  {run} / {key}", file=sys.stderr, flush=True)
+                    before = cpu.now()
                     s = open_page(page, nav.PAGES[key][1], timeout=300_000)
-                    rows.append({"run": run, "page": key, "s": round(s, 3)})
+                    server, total = (b - a for a, b in zip(before, cpu.now(), strict=True))
+                    rows.append(
+                        {
+                            "run": run,
+                            "page": key,
+                            "s": round(s, 3),
+                            "server_cpu_s": round(server, 3),
+                            "cpu_s": round(total, 3),
+                        }
+                    )
                     if shots and rows is switch:
                         slug = run.replace(" ", "_")
                         screenshot(page, shots / f"{slug}__{key}.png")
             open_page(page, nav.PAGES["model"][1])
-            for s in move_sliders(page):
-                sliders.append({"run": run, "s": round(s, 3)})
+            before = cpu.now()
+            moves = move_sliders(page)
+            server, total = (b - a for a, b in zip(before, cpu.now(), strict=True))
+            sliders += [{"run": run, "s": round(s, 3)} for s in moves]
+            if moves:  # CPU per move: the mean over the run's moves
+                n = len(moves)
+                slider_cpu.append({"run": run, "server_cpu_s": server / n, "cpu_s": total / n})
         open_page(page, nav.PAGES["upload"][1])
         browser.close()
     return {
         "first_visit_s": percentiles([r["s"] for r in first]),
         "page_switch_s": percentiles([r["s"] for r in switch]),
         "slider_response_s": percentiles([r["s"] for r in sliders]),
+        "page_switch_cpu_s": percentiles([r["cpu_s"] for r in switch]),
+        "page_switch_server_cpu_s": percentiles([r["server_cpu_s"] for r in switch]),
+        "slider_cpu_s_per_move": slider_cpu,
         "foreign_requests": requests.foreign(url),
         "pages": switch,
         "first_visits": first,
@@ -139,13 +185,26 @@ def main() -> None:
         print(f"store built in {time.perf_counter() - t:.1f} s: {', '.join(runs)}")
         server = Server(db_file, Path(tmp) / "server.log")
         try:
-            result = tour(server.url, runs, args.screenshots)
+            result = tour(server.url, runs, args.screenshots, Cpu(server.proc.pid))
         finally:
             server.stop()
     for r in result["pages"]:
-        print(f"  {r['run']:<16} {r['page']:<12} {r['s']:.3f} s")
-    for kind in ("first_visit_s", "page_switch_s", "slider_response_s"):
-        print(f"{kind:<18} {json.dumps(result[kind])}")
+        print(
+            f"  {r['run']:<16} {r['page']:<12} {r['s']:.3f} s  CPU {r['cpu_s']:.3f} s "
+            f"(server {r['server_cpu_s']:.3f} s)"
+        )
+    for kind in (
+        "first_visit_s",
+        "page_switch_s",
+        "slider_response_s",
+        "page_switch_cpu_s",
+        "page_switch_server_cpu_s",
+    ):
+        print(f"{kind:<25} {json.dumps(result[kind])}")
+    for r in result["slider_cpu_s_per_move"]:
+        print(
+            f"slider move CPU, {r['run']:<16} {r['cpu_s']:.3f} s (server {r['server_cpu_s']:.3f} s)"
+        )
     print(f"requests to other hosts: {len(result['foreign_requests'])}")
     # the figures are wall times of a browser and a server sharing this machine's cores
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
