@@ -53,5 +53,5 @@ def test_tables_drop_empty_columns_and_show_a_dash_for_missing_text(monkeypatch)
     ui.table(df, where=Target())
     assert list(shown["df"].columns) == ["op", "n"]
     assert list(shown["df"]["op"]) == ["allreduce", "—"]
-    ui.plot(df.iloc[:0], lambda d: None, "Nothing to draw.", where=Target())
+    ui.plot(df.iloc[:0], lambda d: None, (), "Nothing to draw.", where=Target())
     assert shown["caption"] == "Nothing to draw."
