@@ -39,7 +39,7 @@ ALLOWED = frozenset(
 #: Values a pickle may expand to: EXPANSION x its size in bytes + EXPANSION_SLACK (a plain dump
 #: expands to fewer values than it has bytes; shared strings and small lists add little).
 EXPANSION, EXPANSION_SLACK = 8, 1 << 20
-_CONTAINERS = (list, tuple, dict, set, frozenset)
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 
 
 class UnsafePickle(ValueError):
@@ -82,29 +82,35 @@ def expanded(root: object, limit: int) -> int:
     """How many values `root` holds, counting a container once per place that references it
     (as JSON would write it out); UnsafePickle past `limit`, or when a container holds itself.
     Linear in the distinct objects and references, whatever they expand to; no recursion."""
-    size: dict[int, int] = {}
-    path: set[int] = set()  # containers being counted (a cycle comes back to one of them)
-    stack: list[tuple[object, bool]] = [(root, False)]
+    if type(root) not in _CONTAINERS:
+        return 1
+    size: dict[int, int] = {}  # id of a counted container → values it expands to
+    path: set[int] = set()  # containers whose parts are being counted: the current ancestors
+    stack = [root]
     while stack:
-        obj, leaving = stack.pop()
-        if not isinstance(obj, _CONTAINERS):
-            continue
+        obj = stack[-1]
         key = id(obj)
-        if leaving:
-            path.discard(key)
-            n = 1 + sum(size[id(c)] if isinstance(c, _CONTAINERS) else 1 for c in _items(obj))
-            if n > limit:
-                raise UnsafePickle(
-                    f"shared references expand it to over {limit:,} values (a pickle bomb)"
-                )
-            size[key] = n
-        elif key in path:
-            raise UnsafePickle("a container holds itself (a cycle): not plain data")
-        elif key not in size:
+        if key in size:
+            stack.pop()
+            continue
+        if key not in path:  # first visit: count its containers first
             path.add(key)
-            stack.append((obj, True))
-            stack.extend((c, False) for c in _items(obj) if isinstance(c, _CONTAINERS))
-    return size.get(id(root), 1)
+            parts = [c for c in _items(obj) if type(c) in _CONTAINERS and id(c) not in size]
+            if any(id(c) in path for c in parts):
+                raise UnsafePickle("a container holds itself (a cycle): not plain data")
+            if parts:
+                stack.extend(parts)
+                continue
+        stack.pop()
+        path.discard(key)
+        # scalars count 1; an id in `size` is a live container's, never a scalar's
+        n = 1 + sum(size.get(id(c), 1) for c in _items(obj))
+        if n > limit:
+            raise UnsafePickle(
+                f"shared references expand it to over {limit:,} values (a pickle bomb)"
+            )
+        size[key] = n
+    return size[id(root)]
 
 
 def _items(obj: list | tuple | dict | set | frozenset) -> list:
