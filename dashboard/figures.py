@@ -2,8 +2,9 @@
 arguments and data, not on every run of a page's script.
 
 Building an Altair chart and converting it to Vega-Lite (schema validation, the data to Arrow)
-takes 30–100 ms per chart, several times what the rest of a page costs once its data is
-cached; a page switch or a slider move would pay it for every chart on the page. Here the
+takes 50–200 ms per chart on a loaded 2-vCPU machine (docs/dashboard.md), several times what
+the rest of a page costs once its data is cached; a page switch or a slider move would pay it
+for every chart on the page. Here the
 finished specification (its data included, as Streamlit sends it to the browser) is cached by
 the builder's name and the values of its arguments (data frames by content), so a chart is
 rebuilt only when what it shows changes. Builders are plain functions of a module (the
