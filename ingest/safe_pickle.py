@@ -113,5 +113,8 @@ def expanded(root: object, limit: int) -> int:
     return size[id(root)]
 
 
-def _items(obj: list | tuple | dict | set | frozenset) -> list:
-    return [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)
+def _items(obj: object) -> list:
+    """What a container holds (a dict: its keys and values); nothing for anything else."""
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    return list(obj) if isinstance(obj, list | tuple | set | frozenset) else []
