@@ -391,3 +391,56 @@ def test_nsys_payload_schema_with_a_bad_offset_leaves_the_field_out(
     comm = sum(o.kind == "kernel" and o.name.startswith("nccl") for o in spec.ops)
     assert parsed.tables["collectives"].num_rows == comm
     assert sorted(parsed.tables["ranks"]["rank"].to_pylist()) == list(range(spec.ranks))
+
+
+def test_nsys_event_class_without_id_is_left_out(tmp_path: Path) -> None:
+    # fuzz find (the real 2024.6 export): ENUM_NSYS_EVENT_CLASS ids set to NULL; sqlite3:
+    # SELECT id, name FROM ENUM_NSYS_EVENT_CLASS gives "|TRACE_PROCESS_EVENT_CUDA_DRIVER" (no id)
+    # and int('None') raised ValueError. Read as if the table were absent: the same rows.
+    path = _gunzipped(tmp_path, "s13_event_class_id_null.sqlite.gz")
+    import sqlite3
+
+    plain = tmp_path / "no_enum.sqlite"
+    plain.write_bytes(path.read_bytes())
+    con = sqlite3.connect(plain)
+    con.execute("DROP TABLE ENUM_NSYS_EVENT_CLASS")
+    con.commit()
+    con.close()
+    got, want = formats.parse(path).tables["activities"], formats.parse(plain).tables["activities"]
+    assert got.num_rows > 0 and got.equals(want)
+
+
+@pytest.mark.parametrize(
+    ("sql", "value"),
+    [
+        # a step number beyond int64: not a step (OverflowError before)
+        (
+            "UPDATE StringIds SET value = 'ProfilerStep#' || ? WHERE value LIKE 'ProfilerStep#%'",
+            "9" * 30,
+        ),  # fmt: skip
+        # RANK of 5,000 digits, a superscript digit, beyond int32: no rank clue (ValueError,
+        # ArrowInvalid before)
+        ("UPDATE META_DATA_CAPTURE SET value = ?", 'RANK="' + "9" * 5000 + '"'),
+        ("UPDATE META_DATA_CAPTURE SET value = ?", 'RANK="\u00b2"'),
+        ("UPDATE META_DATA_CAPTURE SET value = ?", 'RANK="3000000000"'),
+    ],
+    ids=["step_30_digits", "rank_5000_digits", "rank_superscript", "rank_2pow31"],
+)
+def test_nsys_numbers_in_text_that_fit_no_column_are_no_clue(
+    tmp_path: Path, sql: str, value: str
+) -> None:
+    import sqlite3
+
+    from nsys_synth import make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=1, steps=2)
+    path = write_nsys(spec, tmp_path / "n.sqlite", env_rank=True)
+    con = sqlite3.connect(path)
+    con.execute(sql, [value])
+    con.commit()
+    con.close()
+    parsed = formats.parse(path)
+    steps = parsed.tables["steps"]["step"].to_pylist()
+    # the generator's steps, or none when their numbers were replaced
+    assert steps == ([] if value == "9" * 30 else sorted({n for _, n, _, _ in spec.steps}))
+    assert parsed.tables["ranks"]["rank"].to_pylist() == [0]  # the only process: rank 0

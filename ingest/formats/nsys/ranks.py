@@ -116,7 +116,7 @@ def parse_rank_map(path: Path, entries: tuple[str, ...]) -> list[tuple[str, str 
 def _env_int(env: dict[str, str], keys: tuple[str, ...]) -> tuple[str, int] | None:
     for k in keys:
         v = env.get(k, "").strip()
-        if v.isdigit():
+        if v.isascii() and v.isdigit() and len(v) < 10:  # else no clue (it fits no int32)
             return k, int(v)
     return None
 

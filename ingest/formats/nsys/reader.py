@@ -139,12 +139,14 @@ def _parse(ex: Export, path: Path, opts: ParseOptions) -> Parsed:
 
 
 def _pairs(ex: Export, table: str, key: str, value: str) -> dict[str, str]:
-    """Two columns of a small table as a dict of strings (empty when absent)."""
+    """Two columns of a small table as a dict of strings (empty when absent); rows with a NULL
+    in either are left out."""
     t = ex.table(table)
     if t is None or not {key, value} <= ex.columns(t):
         return {}
     cols = ex.pick(t, key, value, text=(key, value))
-    return {str(k): str(v) for k, v in ex.rows(f'SELECT {cols} FROM "{t}"')}
+    rows = ex.rows(f'SELECT {cols} FROM "{t}"')
+    return {str(k): str(v) for k, v in rows if k is not None and v is not None}
 
 
 def _ends_before_start(table: pa.Table) -> int:
@@ -316,7 +318,8 @@ def _device_activities(device: pa.Table, kinds: pa.Array, base: int) -> pa.Table
 
 def _runtime_activities(ex: Export, runtime: pa.Table, base: int) -> pa.Table:
     classes = _pairs(ex, "ENUM_NSYS_EVENT_CLASS", "name", "id")
-    driver = int(classes.get("TRACE_PROCESS_EVENT_CUDA_DRIVER", 1))
+    given = classes.get("TRACE_PROCESS_EVENT_CUDA_DRIVER", "")
+    driver = int(given) if given.isascii() and given.isdigit() and len(given) < 10 else 1
     is_driver = pc.equal(runtime["event_class"], driver).fill_null(False)
     names = ex.strings(runtime["name_id"].combine_chunks())
     ts = pc.add(runtime["start"], base)

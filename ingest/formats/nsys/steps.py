@@ -44,8 +44,9 @@ def steps(ranges: pa.Table, pattern: re.Pattern[str], base: int) -> pa.Table:
     cols = [r[c].to_pylist() for c in ("rank", "start", "end", "name")]
     for rank, start, end, name in zip(*cols, strict=True):
         m = hits[name]
-        if pattern.groups and m.group(1) and m.group(1).isdigit():
-            n = int(m.group(1))
+        g = m.group(1) if pattern.groups else None
+        if g and g.isascii() and g.isdigit() and len(g) <= 18:
+            n = int(g)  # a longer number fits no int64: not a step, as in Kineto
         elif pattern.groups:
             continue
         else:
