@@ -343,7 +343,13 @@ def test_compare_page_tiles_deltas_and_several_runs(store, reports, tmp_path, mo
     assert not at.exception, at.exception
     rows = table(at, "label", "dlrm", "gloo", "dlrm_nccl", "Δ gloo")
     want = compare(reports["dlrm"], reports["gloo"])
-    assert list(rows["label"]) == [r["label"] for r in want]
+    # the page shows the exposed share in % (numbers only in each column), labelled so
+    pct = {"exposed_comm_share"}
+    assert list(rows["label"]) == [r["label"] + " (%)" * (r["metric"] in pct) for r in want]
+    shown_share = rows[rows["label"].str.endswith("(%)")].iloc[0]
+    assert shown_share["gloo"] == pytest.approx(
+        100 * reports["gloo"]["summary"]["exposed_comm_share"]
+    )
     step = rows[rows["label"] == "step time (ms)"].iloc[0]
     assert step["Δ gloo"] == pytest.approx(
         reports["gloo"]["summary"]["step_ms"] - reports["dlrm"]["summary"]["step_ms"]

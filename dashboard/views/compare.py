@@ -107,11 +107,11 @@ table(d["step_time"].drop(columns=["test"]), key="compare_step_table")
 
 st.subheader("Headline metrics")
 shown = d["summary"].drop(columns=["metric"])
-for run in runs:
-    shown[run] = [
-        fmt_pct(v) if k == "exposed_comm_share" and v is not None and not pd.isna(v) else v
-        for k, v in zip(d["summary"]["metric"], shown[run], strict=True)
-    ]
+share = (d["summary"]["metric"] == "exposed_comm_share").to_numpy()
+for col in [*runs, *(f"Δ {r}" for r in runs)]:  # the share in %: one type per column
+    if col in shown.columns:
+        shown.loc[share, col] = shown.loc[share, col] * 100
+shown.loc[share, "label"] = shown.loc[share, "label"] + " (%)"
 table(shown, key="compare_table")
 st.caption(f"Means over ranks and steps (the run summary): {', '.join(METRICS.values())}.")
 
