@@ -132,14 +132,18 @@ def _load(con: duckdb.DuckDBPyConnection, rid: int) -> list[_Step]:
 def _load_steps(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[_Step], int]:
     """The steps to replay (all, or the sample of _sample_steps) and the number of steps."""
     wins = con.execute("SELECT * FROM replay_windows(?)", [rid]).df()
-    calls = con.execute("SELECT * FROM replay_calls(?)", [rid]).df()
-    calls = calls.dropna(subset=["step"])
+    per_step = con.execute(
+        "SELECT step, count(*) FROM replay_calls(?) WHERE step IS NOT NULL GROUP BY step", [rid]
+    ).fetchall()
     n_steps = wins["step"].nunique()
-    per_step = calls.groupby("step").size()
-    keep = _sample_steps({int(s): int(n) for s, n in per_step.items()})
+    keep = _sample_steps({int(s): int(n) for s, n in per_step})
+    # only the calls of the steps replayed are loaded (a large run's are millions)
+    calls = con.execute(
+        "SELECT * FROM replay_calls(?) WHERE list_contains(?, step) ORDER BY rank, ts",
+        [rid, sorted(keep)],
+    ).df()
     if len(keep) < len(per_step):  # a sample: only its steps (windows without calls neither)
         wins = wins[wins["step"].isin(keep)]
-        calls = calls[calls["step"].isin(keep)]
     busy = _busy(con, rid, wins, calls)
     steps: list[_Step] = []
     by_step = {int(s): g for s, g in calls.groupby("step", sort=True)}
