@@ -29,9 +29,9 @@ import pyarrow as pa
 #: Event codes of the sweep: the kind of interval an end belongs to.
 _COMPUTE, _COMM, _MEMORY, _WAIT, _OPERATOR, _WINDOW = range(6)
 
-#: The ends of every interval of run ? (the parameter is repeated), sorted by (rank, time):
-#: timeline activities (operator activities as their own code, they are compute too), wait
-#: intervals of decomposition.sql and step windows (their index in `_WINDOWS_SQL` order).
+#: The ends of every interval of run $rid, sorted by (rank, time): timeline activities (operator
+#: activities, operator_compute.sql's _is_operator, as their own code: they are compute too),
+#: wait intervals of decomposition.sql and step windows (their index in `_WINDOWS_SQL` order).
 _EVENTS_SQL = f"""
 WITH w AS (
     SELECT rank, ts, dur, (row_number() OVER (ORDER BY rank, ts, step))::BIGINT AS wid
@@ -39,10 +39,10 @@ WITH w AS (
 ),
 a AS (
     SELECT rank, ts, dur,
-        CASE kind
-            WHEN 'compute' THEN CASE WHEN coalesce(cat = 'kernel' OR name LIKE 'aten::%', false)
-                                     THEN {_OPERATOR} ELSE {_COMPUTE} END
-            WHEN 'comm' THEN {_COMM}
+        CASE
+            WHEN _is_operator(kind, cat, name) THEN {_OPERATOR}
+            WHEN kind = 'compute' THEN {_COMPUTE}
+            WHEN kind = 'comm' THEN {_COMM}
             ELSE {_MEMORY}
         END::TINYINT AS code, 0::BIGINT AS wid
     FROM activities

@@ -6,13 +6,17 @@
 -- Operator time keeps only the work of ATen operators (`aten::*`, children included) and, on
 -- GPU traces, of compute kernels: extra matmuls count, a sleep between them does not.
 
+-- _is_operator(kind, cat, name): whether an activity is operator work: a compute kernel or an
+-- `aten::*` operator (never NULL).
+CREATE OR REPLACE TEMP MACRO _is_operator(kind, cat, name) AS
+kind = 'compute' AND coalesce(cat = 'kernel' OR name LIKE 'aten::%', false);
+
 -- _operator_ops(rid): the operator activities of run `rid` (compute kernels and `aten::*` ops).
 --   returns   rank, ts, dur (dur > 0).
--- Algorithm: filter compute activities (cat 'kernel' or name 'aten::%').
+-- Algorithm: filter the activities with _is_operator.
 CREATE OR REPLACE TEMP MACRO _operator_ops(rid) AS TABLE
 SELECT rank, ts, dur FROM activities
-WHERE run_id = rid AND kind = 'compute' AND dur > 0
-    AND (cat = 'kernel' OR name LIKE 'aten::%');
+WHERE run_id = rid AND dur > 0 AND _is_operator(kind, cat, name);
 
 -- _operator_compute_from(cover, rid): operator_compute's rows from operator time per window.
 --   cover     table name with rank, step, compute_ns (windows without operators may be absent).
