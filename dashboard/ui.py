@@ -65,12 +65,23 @@ def plot(
         figures.chart(where, build, df, *args, key=key)
 
 
+def _as_text(v: object) -> str:
+    """A cell of a mixed column as text: numbers to six significant digits."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return f"{v:.6g}"
+    return str(v)
+
+
 def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     """`df` as a table without the columns that hold nothing, and with "—" where a value is
     missing (not "None")."""
     df = df.dropna(axis=1, how="all")
-    text = df.select_dtypes(include="object").columns
-    where.dataframe(df.fillna(dict.fromkeys(text, "—")), hide_index=True, key=key)
+    text = df.select_dtypes(include=["object", "string"]).columns
+    df = df.fillna(dict.fromkeys(text, "—"))
+    for col in text:  # a column mixing text and numbers is shown as text (Arrow needs one type)
+        if df[col].map(lambda v: isinstance(v, str)).nunique() > 1:
+            df[col] = df[col].map(_as_text)
+    where.dataframe(df, hide_index=True, key=key)
 
 
 #: How the Overview titles each topic of the diagnosis (analysis.diagnosis `points`).
