@@ -110,7 +110,7 @@ def test_the_checker_finds_renamed_missing_and_mistyped_keys(reports):
     assert len(found) == 3, found
 
 
-def test_store_facade_names_missing_runs(reports, tmp_path):
+def test_store_facade_names_missing_runs(tmp_path):
     path = tmp_path / "empty.duckdb"
     store.connect(path).close()
     with Store(path) as s, pytest.raises(db.RunNotFound):
