@@ -122,16 +122,32 @@ class Server:
         self.log.close()
 
 
+#: True once the script run has been over, and every chart drawn, for 300 ms in a row: a rerun
+#: that starts just after a click (the page already shown, say) must not pass for settled.
+SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const ok = app && app.dataset.testScriptState === 'notRunning'
+    && [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+         .every(c => c.querySelector('canvas, svg'));
+  const now = performance.now();
+  if (!ok) { window.__settledSince = null; return false; }
+  if (window.__settledSince == null) window.__settledSince = now;
+  return now - window.__settledSince >= 300;
+}"""
+
+#: True when every chart's drawing is more than 20 px tall.
+DRAWN_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+  .every(c => { const d = c.querySelector('canvas, svg');
+                return d && d.getBoundingClientRect().height > 20; })"""
+
+
 def settle(page, timeout: float = 60_000) -> None:
-    """Wait until the script run is over and every chart has drawn."""
+    """Wait until the script run is over and every chart has drawn, and has stayed so."""
     page.wait_for_selector(
         '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout
     )
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
-                 .every(c => c.querySelector('canvas, svg'))""",
-        timeout=timeout,
-    )
+    page.evaluate("() => { window.__settledSince = null; }")
+    page.wait_for_function(SETTLED_JS, timeout=timeout, polling=50)
 
 
 def open_page(page, title: str, timeout: float = 60_000) -> float:
@@ -241,6 +257,12 @@ def move_sliders(page) -> list[float]:
 def assert_charts_fit(page, where: str) -> None:
     """Every chart on `page` is drawn, inside its element and inside the content area (nothing
     cut off: legends and axes included)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:  # Vega draws after the element appears; the geometry below says what is wrong
+        page.wait_for_function(DRAWN_JS, timeout=30_000, polling=100)
+    except PlaywrightTimeout:
+        pass
     for g in chart_geometry(page):
         assert g["drawn_height"] and g["drawn_height"] > 20, (where, g)
         assert g["drawn_width"] <= g["element_width"] + 1, (where, g)
