@@ -38,6 +38,13 @@ COMPUTE = ("compute", "compute-bound: communication is hidden or small")
 #: hiding all communication is the ceiling of every communication fix.
 BOUNDS = {"comm_hidden", "no_wait"}
 
+#: Replay fixes that change no transfer, and what each one says sets the step when it beats
+#: hiding all communication.
+NOT_COMM_FIXES = {
+    "straggler_fixed": "the late rank's own pace",
+    "idle_removed": "the idle host time",
+}
+
 
 def _f(ms: float | None) -> str:
     if ms is None:
@@ -114,6 +121,32 @@ def _fix(report: Mapping[str, Any]) -> dict | None:
     rep = report.get("replay") or {}
     fixes = [w for w in rep.get("whatifs") or [] if w["key"] not in BOUNDS]
     return fixes[0] if fixes and fixes[0]["saving_ms"] > 0 else None
+
+
+def _wall_words(wall: bool, marginal: bool) -> str:
+    """How the headline opens: a wall, a wall only by transfer and waiting together, or none."""
+    if not wall:
+        return "No communication wall"
+    return "At the communication wall's edge" if marginal else "Communication wall"
+
+
+def _beyond_comm(report: Mapping[str, Any], fix: Mapping[str, Any]) -> str:
+    """When the largest fix is not a communication fix and saves more than hiding all exposed
+    communication would (the replay's bound), the step is set by that fix's subject, not by the
+    network: say so (empty otherwise)."""
+    if fix["key"] not in NOT_COMM_FIXES:
+        return ""
+    bound = next(
+        (w for w in (report.get("replay") or {}).get("whatifs") or [] if w["key"] == "comm_hidden"),
+        None,
+    )
+    if bound is None or fix["saving_ms"] <= bound["saving_ms"]:
+        return ""
+    return (
+        f", more than hiding all exposed communication would save ({_f(bound['saving_ms'])}): "
+        + NOT_COMM_FIXES[fix["key"]]
+        + ", not the network, sets the step"
+    )
 
 
 def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
@@ -218,7 +251,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
 
     comm = (s.get("exposed_transfer_ms") or 0) + (s.get("exposed_wait_ms") or 0)
     head = (
-        f"{'Communication wall' if wall else 'No communication wall'}: exposed communication is "
+        f"{_wall_words(wall, marginal)}: exposed communication is "
         f"{_f(comm)} ({_pct(exposed)}) of the {_f(step)} {scope} — "
         f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
         f"{_f(s.get('exposed_wait_ms'))} of waiting for late ranks; compute takes "
@@ -261,7 +294,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             (
                 "fix",
                 f"Largest single fix: {fix['label']}, {_f(fix['saving_ms'])} faster per step "
-                f"({fix['saving_pct']:.0f}%).",
+                f"({fix['saving_pct']:.0f}%){_beyond_comm(report, fix)}.",
             )
         )
     sentences.append(("model", _prediction_sentence(report, wall)))

@@ -1,0 +1,77 @@
+"""The diagnosis' wording rules on step figures given by hand: the headline's wall words follow
+the exposed shares (a wall, a wall only by transfer and waiting together, none), and the largest
+fix says the network does not set the step exactly when it beats hiding all communication.
+The truth of each row is the arithmetic written beside it, not the code's output."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.diagnosis import diagnose
+
+
+def report(transfer: float, wait: float, idle: float, whatifs: list[tuple[str, float]]) -> dict:
+    """A 100 ms step: `transfer`, `wait` and `idle` ms of it, the rest compute; replay what-ifs
+    as (key, saving in ms) from a 100 ms measured step."""
+    step = 100.0
+    parts = {
+        "exposed_transfer_ms": transfer,
+        "exposed_wait_ms": wait,
+        "idle_ms": idle,
+        "memory_only_ms": 0.0,
+        "compute_overlapped_ms": 0.0,
+    }
+    summary = {
+        "step_ms": step,
+        "scope": "steps",
+        "exposed_comm_share": (transfer + wait) / step,
+        "tau_comp_ms": step - transfer - wait - idle,
+        "compute_only_ms": step - transfer - wait - idle,
+        **parts,
+    }
+    replay = {
+        "available": True,
+        "measured_step_ms": step,
+        "replay_error": 0.0,
+        "whatifs": [
+            {"key": k, "label": k, "step_ms": step - s, "saving_ms": s, "saving_pct": s}
+            for k, s in sorted(whatifs, key=lambda w: -w[1])
+        ],
+    }
+    return {"summary": summary, "replay": replay, "run_info": {"n_steps": 1}}
+
+
+@pytest.mark.parametrize(
+    ("transfer", "wait", "opening"),
+    [
+        (30.0, 5.0, "Communication wall:"),  # transfer alone passes 10%
+        (2.0, 25.0, "Communication wall:"),  # waiting alone passes 10%
+        (6.0, 5.0, "At the communication wall's edge:"),  # 11% together, neither alone
+        (4.0, 5.0, "No communication wall:"),  # 9% together
+    ],
+)
+def test_headline_opening_follows_the_shares(transfer, wait, opening):
+    d = diagnose(report(transfer, wait, 2.0, [("transfer_hidden", transfer)]))
+    assert d["headline"].startswith(opening)
+    assert d["wall"] == (transfer + wait > 10.0)
+
+
+@pytest.mark.parametrize(
+    ("fix", "saving", "comm_hidden", "says"),
+    [
+        ("straggler_fixed", 38.0, 29.0, "the late rank's own pace, not the network"),
+        ("straggler_fixed", 20.0, 29.0, None),  # less than the communication bound
+        ("idle_removed", 51.0, 47.0, "the idle host time, not the network"),
+        ("transfer_hidden", 40.0, 35.0, None),  # a communication fix
+        ("straggler_fixed", 38.0, None, None),  # no bound to compare with
+    ],
+)
+def test_fix_beyond_communication(fix, saving, comm_hidden, says):
+    whatifs = [(fix, saving)] + ([("comm_hidden", comm_hidden)] if comm_hidden else [])
+    d = diagnose(report(6.0, 5.0, 2.0, whatifs))
+    (line,) = [p["text"] for p in d["points"] if p["topic"] == "fix"]
+    assert line.startswith(f"Largest single fix: {fix}, {saving:.1f} ms faster")
+    if says is None:
+        assert "not the network" not in line
+    else:
+        assert says in line and f"would save ({comm_hidden:.1f} ms)" in line
