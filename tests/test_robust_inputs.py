@@ -393,6 +393,31 @@ def test_nsys_payload_schema_with_a_bad_offset_leaves_the_field_out(
     assert sorted(parsed.tables["ranks"]["rank"].to_pylist()) == list(range(spec.ranks))
 
 
+def test_nsys_nccl_range_without_text_is_unnamed(tmp_path: Path) -> None:
+    # fuzz find (the generated export with NCCL payloads): a NCCL-domain NVTX range with text
+    # and textId both NULL; sqlite3: SELECT count(*) FROM NVTX_EVENTS WHERE text IS NULL AND
+    # textId IS NULL AND domainId IS NOT NULL gave 1, and its name None raised AttributeError
+    # (one such range: with every range of the domain unnamed, it is no longer taken for NCCL)
+    import sqlite3
+
+    from nsys_synth import make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=2, steps=2)
+    path = write_nsys(spec, tmp_path / "no_text.sqlite", payloads=True)
+    con = sqlite3.connect(path)
+    n = con.execute(
+        "UPDATE NVTX_EVENTS SET text = NULL, textId = NULL WHERE rowid IN "
+        "(SELECT rowid FROM NVTX_EVENTS WHERE domainId IS NOT NULL LIMIT 1)"
+    ).rowcount
+    con.commit()
+    con.close()
+    assert n > 0
+    parsed = formats.parse(path)
+    # every NCCL kernel of the generator is still a collective, named from its kernel
+    comm = [o for o in spec.ops if o.kind == "kernel" and o.name.startswith("nccl")]
+    assert parsed.tables["collectives"].num_rows == len(comm)
+
+
 def test_nsys_event_class_without_id_is_left_out(tmp_path: Path) -> None:
     # fuzz find (the real 2024.6 export): ENUM_NSYS_EVENT_CLASS ids set to NULL; sqlite3:
     # SELECT id, name FROM ENUM_NSYS_EVENT_CLASS gives "|TRACE_PROCESS_EVENT_CUDA_DRIVER" (no id)

@@ -105,7 +105,8 @@ class Context:
         cols = [r[c].to_pylist() for c in ("proc", "tid", "start", "end", "name", "domain")]
         for proc, tid, start, end, name, dom in zip(*cols, strict=True):
             payload = nvtx.payloads.get((proc, tid, start))
-            per[(proc, tid)].append(_Range(start, end, name, dom == NCCL, payload))
+            # a NCCL-domain range may have lost its text: it still marks the call, unnamed
+            per[(proc, tid)].append(_Range(start, end, name or "", dom == NCCL, payload))
         self.threads = {k: _Thread(v) for k, v in per.items()}
         self.nranks = {
             p[COMM_ID]: p[NRANKS] for p in nvtx.payloads.values() if COMM_ID in p and NRANKS in p
