@@ -71,6 +71,9 @@ def test_runs_lists_files_ranks_formats(dlrm_db, capsys):
     assert [(r["run"], r["files"], r["ranks"], r["formats"]) for r in runs] == [
         ("dlrm", 8, 8, "kineto")
     ]
+    # the bytes stored are the files' sizes on disk, a whole number
+    assert runs[0]["bytes"] == sum(p.stat().st_size for p in DLRM.glob("*.json.gz"))
+    assert isinstance(runs[0]["bytes"], int)
 
 
 def test_reingest_is_a_noop(dlrm_db, capsys):
