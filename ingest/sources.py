@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,9 +26,6 @@ DEFAULT_MAX_BYTES = 8 << 30
 #: and logs compress 5-30×, a gzip bomb ~1000×; this stops one after reading little of it.
 MAX_RATIO = 100
 RATIO_SLACK = 64 << 20
-#: A gzip trailer's claimed size is trusted for the first buffer only up to this multiple of
-#: the file's size plus 1 MB (the trailer of a truncated or crafted file says anything).
-TRUSTED_RATIO = 32
 
 
 def inflated_limit(compressed: int, max_bytes: int) -> int:
@@ -41,13 +37,6 @@ def is_gzip(path: str | Path) -> bool:
     """True when the file starts with the gzip magic bytes."""
     with open(path, "rb") as f:
         return f.read(2) == GZIP_MAGIC
-
-
-def _gzip_size_hint(path: Path) -> int:
-    """The uncompressed size recorded in the gzip trailer (modulo 2**32)."""
-    with open(path, "rb") as f:
-        f.seek(-4, 2)
-        return struct.unpack("<I", f.read(4))[0]
 
 
 def inflate(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[bytes]:
@@ -92,8 +81,9 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
 
     A plain file is memory-mapped read-only rather than copied (as with any mapped file, another
     process truncating it while it is read kills this one with SIGBUS). Gzip content is
-    inflated into one buffer sized from the gzip trailer, so memory peaks at the uncompressed
-    size (not twice it)."""
+    inflated into one buffer that grows with the data actually inflated (a large buffer grows
+    in place, so memory peaks near the uncompressed size, not twice it); the size a gzip
+    trailer claims is never used, since a crafted or truncated file's trailer says anything."""
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -106,15 +96,11 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
             raise IngestError(p, f"file is {size:,} bytes, over the limit of {max_bytes:,}")
         with open(p, "rb") as f:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    hint = _gzip_size_hint(p) if size >= 18 else 0
-    out = bytearray(min(hint, inflated_limit(size, max_bytes), TRUSTED_RATIO * size + (1 << 20)))
-    n = 0
+    out = bytearray()
     for piece in inflate(p, max_bytes):
-        out[n : n + len(piece)] = piece
-        n += len(piece)
-    if n == 0:
+        out += piece
+    if not out:
         raise IngestError(p, "file is empty after decompression")
-    del out[n:]
     return out
 
 

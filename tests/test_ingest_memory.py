@@ -1,0 +1,71 @@
+"""Reading a gzip file costs memory after what it really inflates to, never what its trailer
+claims, and every format stops a gzip bomb at the same ratio (benchmarks/ingest_memory.py
+measures whole ingests)."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from ingest.errors import IngestError
+from ingest.formats.nccl_log import stream
+from ingest.sources import read_bytes
+
+TRACE = b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}'
+
+
+def _peak_of_read(path: Path) -> int:
+    tracemalloc.start()
+    try:
+        with pytest.raises(IngestError, match="corrupt gzip data"):
+            read_bytes(path)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_trailer_claim_in_front_of_junk_allocates_nothing_for_the_claim(tmp_path: Path) -> None:
+    # 83 bytes of trace gzipped, then 16 MB of random bytes ending in a trailer that claims
+    # 4 GiB - 1: the file inflates to 83 bytes before the junk is found corrupt. Sizing a buffer
+    # from the trailer (up to 32x the file, as before) allocated 521 MB here.
+    path = tmp_path / "junk_rank0.json.gz"
+    junk = random.Random(0).randbytes(16 << 20)
+    path.write_bytes(gzip.compress(TRACE) + junk + b"\xff\xff\xff\xff")
+    # what one read of the file costs: a 4 MB chunk read and its piece, whatever the file's size
+    assert _peak_of_read(path) < 12 << 20
+
+
+def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
+    events = b",".join(b'{"ph": "X", "ts": %d, "dur": 1}' % i for i in range(300_000))
+    text = b'{"traceEvents": [' + events + b"]}"
+    path = tmp_path / "t_rank0.json.gz"
+    path.write_bytes(gzip.compress(text, 6))
+    tracemalloc.start()
+    try:
+        data = read_bytes(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert bytes(data) == text
+    # one buffer of the content (grown in place) plus the pieces in flight, not twice it
+    assert peak < 1.3 * len(text) + (12 << 20)
+
+
+def test_nccl_log_gzip_bomb_is_refused_at_the_ratio_limit(tmp_path: Path) -> None:
+    # 128 members of 1 MiB of spaces each (about 1 KB compressed apiece): ~130 KB that
+    # inflate to 128 MiB, over 100x the file + 64 MiB (~77 MiB), as for every other format;
+    # the log used to be streamed to the end (up to --max-file-size, 8 GB)
+    bomb = tmp_path / "nccl.log.gz"
+    member = gzip.compress(b" " * (1 << 20), 9)
+    bomb.write_bytes(gzip.compress(b"host:1:1 [0] NCCL INFO Bootstrap\n") + member * 128)
+    limit = 100 * bomb.stat().st_size + (64 << 20)
+    assert limit < 128 << 20
+    seen = 0
+    with pytest.raises(IngestError, match="gzip bomb"):
+        for piece in stream.chunks(bomb, 8 << 30):
+            seen += len(piece)
+    assert seen <= limit
