@@ -438,6 +438,37 @@ def test_nsys_event_class_without_id_is_left_out(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sql", "value"),
     [
+        # fuzz find: every kernel's deviceId set to -2^63 (sqlite3: SELECT deviceId, count(*)
+        # FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 gave -9223372036854775808|48); the rank's
+        # device (int32) raised ArrowInvalid
+        ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = ?", -(2**63)),
+        ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = ?", 2**31),
+    ],
+    ids=["minus_2pow63", "2pow31"],
+)
+def test_nsys_device_id_that_fits_no_column_is_no_device(
+    tmp_path: Path, sql: str, value: int
+) -> None:
+    import sqlite3
+
+    from nsys_synth import make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=2, steps=2)
+    path = write_nsys(spec, tmp_path / "dev.sqlite", payloads=True)
+    con = sqlite3.connect(path)
+    con.execute(sql, [value])
+    con.commit()
+    con.close()
+    ranks = formats.parse(path).tables["ranks"]
+    # the ranks the payloads name, with no device (memcpys alone would give one: they keep
+    # their ids, so a rank's device is its copies' or none, never a wrapped value)
+    assert sorted(ranks["rank"].to_pylist()) == list(range(spec.ranks))
+    assert all(d is None or 0 <= d < 2**31 for d in ranks["device"].to_pylist())
+
+
+@pytest.mark.parametrize(
+    ("sql", "value"),
+    [
         # a step number beyond int64: not a step (OverflowError before)
         (
             "UPDATE StringIds SET value = 'ProfilerStep#' || ? WHERE value LIKE 'ProfilerStep#%'",

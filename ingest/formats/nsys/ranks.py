@@ -64,19 +64,30 @@ class Clues:
     env: dict[str, str]
 
 
+#: Ranks and world sizes are stored as int32.
+_INT32_MAX = 2**31 - 1
+
+
+def _fits(rank: object, size: object) -> bool:
+    """A rank clue that can be right: 0 <= rank < size <= int32 max (a payload field decoded
+    from corrupt bytes can hold anything)."""
+    return isinstance(rank, int) and isinstance(size, int) and 0 <= rank < size <= _INT32_MAX
+
+
 def gather(ex: Export, nvtx: Nvtx) -> Clues:
     """Rank clues of an export: communicator-init payloads (the largest communicator of each
     process), MPI_RANKS, and the captured environment (process environment first, then the
     environment nsys itself ran in)."""
     payload: dict[int, tuple[int, int]] = {}
     for (proc, _, _), f in sorted(nvtx.payloads.items()):
-        if "rank" in f and "no. of ranks" in f:
+        if "rank" in f and "no. of ranks" in f and _fits(f["rank"], f["no. of ranks"]):
             if proc not in payload or f["no. of ranks"] > payload[proc][1]:
                 payload[proc] = (f["rank"], f["no. of ranks"])
     mpi: dict[int, int] = {}
     if (t := ex.table("MPI_RANKS")) is not None:
         for proc, r in ex.rows(f'SELECT "globalTid" >> 24, "rank" FROM "{t}"'):
-            mpi.setdefault(proc, r)
+            if isinstance(r, int) and _fits(r, _INT32_MAX):
+                mpi.setdefault(proc, r)
     env: dict[str, str] = {}
     if (t := ex.table("TARGET_INFO_SYSTEM_ENV")) is not None:
         for (value,) in ex.rows(f"SELECT value FROM \"{t}\" WHERE name = 'DeviceEnvironment'"):

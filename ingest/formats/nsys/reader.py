@@ -33,6 +33,8 @@ from ingest.schema import ACTIVITIES, MAX_NS, NEGATIVE_DURATION, RANKS, TIME_RAN
 
 FORMAT = "nsys"
 PID_MASK = 0xFFFFFF
+#: Largest device id stored (ranks.device is int32).
+DEVICE_MAX = 2**31 - 1
 I64, I32, STR = pa.int64(), pa.int32(), pa.string()
 _KEYS = [
     ("proc", I64),
@@ -370,6 +372,8 @@ def _processes(ex: Export, device: pa.Table) -> list[nsys_ranks.Process]:
     )
     top: dict[int, tuple[int | None, int]] = {}  # proc → (most used device, its count)
     for proc, dev, n in zip(*(counts[c].to_pylist() for c in counts.column_names), strict=True):
+        if dev is not None and not 0 <= dev <= DEVICE_MAX:
+            dev = None  # a device id no GPU has (corrupt row): no device
         if proc not in top or n > top[proc][1]:
             top[proc] = (dev, n)
     return [
