@@ -84,6 +84,9 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> RunInfo:
         [rid],
     )
     n_steps = db.scalar(con, "SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [rid])
+    n_dump_ranks = db.scalar(
+        con, "SELECT count(DISTINCT rank) FROM fr_dumps WHERE run_id = ?", [rid]
+    )
     on_gpu, any_act = db.row(
         con,
         "SELECT bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset')), count(*) > 0 FROM"
@@ -100,6 +103,7 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> RunInfo:
         "time_bases": sorted(r[4] or []),
         "hosts": sorted(r[5] or []),
         "n_steps": n_steps,
+        "n_dump_ranks": n_dump_ranks,
     }
 
 

@@ -26,6 +26,7 @@ class RunInfo(TypedDict):
     time_bases: list[str]
     hosts: list[str]
     n_steps: int
+    n_dump_ranks: int  # ranks with a Flight Recorder dump (n_ranks counts traced ranks)
 
 
 class Parts(TypedDict, total=False):

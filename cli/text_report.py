@@ -82,11 +82,20 @@ def _gpus(r: dict) -> str:
     return "GPU (model not recorded)" if kind == "gpu" else "none (CPU traces)"
 
 
+def _ranks(r: dict) -> str:
+    """Traced ranks with the world size, and the ranks that left a Flight Recorder dump."""
+    out = f"ranks: {r.get('n_ranks')} (world size {r.get('world_size') or 'not recorded'})"
+    dumps = r.get("n_dump_ranks") or 0
+    if dumps and not r.get("n_ranks"):
+        return f"ranks: none traced, {dumps} with a Flight Recorder dump"
+    return out + (f", {dumps} with a Flight Recorder dump" if dumps else "")
+
+
 def _run_info(r: dict, table: Table) -> str:
     files = ", ".join(f"{n} {fmt}" for fmt, n in r.get("files", {}).items()) or "none"
     parts = [
         f"files: {files}",
-        f"ranks: {r.get('n_ranks')} (world size {r.get('world_size') or 'not recorded'})",
+        _ranks(r),
         f"steps: {r.get('n_steps')}",
         f"backends: {', '.join(r.get('backends') or []) or 'not recorded'}",
         f"GPUs: {_gpus(r)}",
@@ -101,6 +110,7 @@ def _run_info(r: dict, table: Table) -> str:
 _RUN_KEYS = (
     "files",
     "n_ranks",
+    "n_dump_ranks",
     "world_size",
     "n_steps",
     "backends",

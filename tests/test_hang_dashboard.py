@@ -30,6 +30,7 @@ def store(tmp_path_factory):
     for f in (SAMPLES / "fr_skip").glob("*.pt.trace.json.gz"):
         (traces / f.name).write_bytes(f.read_bytes())
     ingest_dir(path, "traces_only", traces)
+    ingest_dir(path, "dumps_only", SAMPLES / "fr_skip_pickle")
     return path
 
 
@@ -42,6 +43,23 @@ def test_hang_page_shows_the_verdict_and_the_culprit(store, tmp_path, monkeypatc
     assert list(f["seq"]) == [TRUTH["hang_seq"]]
     t = table(at, "seq", "trace_dur_ms")
     assert set(t["rank"]) == set(range(TRUTH["world_size"]))
+
+
+def test_overview_of_dumps_alone_leads_with_the_hang(store, tmp_path, monkeypatch, capsys):
+    """Four pickled dumps and no trace (fr_skip_pickle): the Overview says the job hung and who
+    never entered the collective (its ground truth) before saying step metrics need traces."""
+    truth = json.loads((SAMPLES / "fr_skip_pickle" / "ground_truth.json").read_text())
+    dumps = len(list((SAMPLES / "fr_skip_pickle").glob("rank*.pkl.gz")))
+    at = app(store, monkeypatch, tmp_path, run="dumps_only", page="overview")
+    assert texts(at.error) == [f"**{md('Hung: a collective never completed')}**"]
+    why = " ".join(texts(at.markdown))
+    assert f"rank {truth['culprit_rank']} never entered it" in why
+    assert f"seq {truth['hang_seq']}" in why
+    caption = " ".join(texts(at.caption))
+    assert f"no traced rank · {dumps} Flight Recorder dumps" in caption and "no traces" in caption
+    assert main(["report", "--db", str(store), "--run", "dumps_only"]) == 0
+    out = capsys.readouterr().out
+    assert f"ranks: none traced, {dumps} with a Flight Recorder dump" in out
 
 
 def test_hang_page_without_dumps_says_what_to_upload(store, tmp_path, monkeypatch):

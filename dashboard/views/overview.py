@@ -34,23 +34,38 @@ info, s = v.report.get("run_info") or {}, v.report.get("summary") or {}
 gpus = ", ".join(info.get("gpus") or []) or (
     "GPU (model not recorded)" if info.get("device_kind") == "gpu" else "CPU only"
 )
+if info.get("device_kind") is None:
+    gpus = "no traces"
 n_ranks, n_steps = info.get("n_ranks", 0), info.get("n_steps", 0)
+dumps = info.get("n_dump_ranks") or 0
+ranks = f"{n_ranks} rank{'s' * (n_ranks != 1)}" if n_ranks or not dumps else "no traced rank"
+if dumps:
+    ranks += f" · {dumps} Flight Recorder dump{'s' * (dumps != 1)}"
 st.caption(
-    f"{n_ranks} rank{'s' * (n_ranks != 1)} · {n_steps} step{'s' * (n_steps != 1)} · {md(gpus)} · "
+    f"{ranks} · {n_steps} step{'s' * (n_steps != 1)} · {md(gpus)} · "
     f"files: {md(', '.join(f'{n} {k}' for k, n in (info.get('files') or {}).items()))}"
 )
+d = v.report.get("diagnosis") or {}
+
+
+def why() -> None:
+    """The diagnosis: its label, then its points by topic."""
+    st.subheader("Why")
+    if d.get("available"):
+        shown = st.error if d.get("wall") else st.success
+        shown(f"**{md(d['label'][0].upper() + d['label'][1:])}**")
+        st.markdown(diagnosis_points(d))
+    else:
+        missing("The diagnosis", md(d.get("reason") or "the report could not derive it"))
+
+
 if "step_ms" not in s:
+    if d.get("available"):  # a hang named from Flight Recorder dumps alone
+        why()
     missing("Step metrics", "The run has no timeline activity. " + UPLOAD_TRACES)
     st.stop()
 
-d = v.report.get("diagnosis") or {}
-st.subheader("Why")
-if d.get("available"):
-    shown = st.error if d.get("wall") else st.success
-    shown(f"**{md(d['label'][0].upper() + d['label'][1:])}**")
-    st.markdown(diagnosis_points(d))
-else:
-    missing("The diagnosis", md(d.get("reason") or "the report could not derive it"))
+why()
 
 dec = v.report.get("decomposition") or {}
 if dec.get("ranks"):
