@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.model.scenario import Scenario, predict, vary
-from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
+from analysis.model.scenario import Scenario, comm_time, vary
+from analysis.model.step import DEFAULT_TARGET_OVERHEAD, step_model, verdict
 
 #: Knobs: key of analysis.model.scenario.vary → (label, display unit per model unit).
 KNOBS: dict[str, tuple[str, float]] = {
@@ -47,11 +47,15 @@ def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
     """step_ms (compute + exposed communication + idle, per optimizer step), micro_batch_ms
     (step_ms over the step's grad_accum micro-batches: the time per sample's worth of work, fair
     across gradient accumulation), tau_comp_ms, tau_comm_ms, exposed_comm_ms, comm_overhead
-    (exposed / step), verdict and reason."""
-    p = predict(s)
-    if p.step is None:
+    (exposed / step), verdict and reason.
+
+    The step model of `analysis.model.scenario.predict` from the chosen algorithm's τ_comm
+    alone: a slider move recomputes tens of these, and predict's other parts (every NCCL
+    algorithm, the bisection for the bandwidth that meets the target) are not shown."""
+    if s.compute_s is None:
         raise ValueError("the scenario has no compute time")
-    st = p.step
+    comm_s = comm_time(s)
+    st = step_model(s.compute_s, comm_s, s.eta, s.grad_accum, s.target_overhead)
     step_ms = st.step_s * 1e3 + idle_ms
     overhead = st.exposed_comm_s * 1e3 / step_ms if step_ms else 0.0
     v, reason = verdict(overhead, st.gamma, s.eta, DEFAULT_TARGET_OVERHEAD)
@@ -59,7 +63,7 @@ def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
         "step_ms": step_ms,
         "micro_batch_ms": step_ms / s.grad_accum,
         "tau_comp_ms": st.compute_s * 1e3,
-        "tau_comm_ms": p.comm_s * 1e3,
+        "tau_comm_ms": comm_s * 1e3,
         "exposed_comm_ms": st.exposed_comm_s * 1e3,
         "comm_overhead": overhead,
         "verdict": v,

@@ -55,14 +55,15 @@ def plot(
     empty: str,
     key: str | None = None,
     where: Any = st,
+    shape_only: bool = False,
 ) -> None:
-    """`build(df, *args)` (a module-level chart builder, its spec cached: dashboard.figures)
-    drawn across its column in `where` (st, a column, a container), or the sentence `empty`
-    instead of a chart with nothing in it."""
+    """`build(df, *args)` (a module-level chart builder, its spec cached: dashboard.figures,
+    `shape_only` as there) drawn across its column in `where` (st, a column, a container), or
+    the sentence `empty` instead of a chart with nothing in it."""
     if df is None or df.empty:
         where.caption(empty)
     else:
-        figures.chart(where, build, df, *args, key=key)
+        figures.chart(where, build, df, *args, key=key, shape_only=shape_only)
 
 
 def _as_text(v: object) -> str:

@@ -130,3 +130,58 @@ def test_datasets_are_named_by_position_so_new_data_keeps_the_spec():
     assert first == second and first["data"] == {"name": "data-0"}
     assert list(sink.specs[1]["datasets"]) == ["data-0"]
     assert rows(sink.specs[1]) == [{"x": 1.0, "y": 3.0}, {"x": 2.0, "y": 5.0}]
+
+
+def curve_args(ys: list[float], point_y: float | None) -> tuple:
+    """Arguments of charts.curves: a line over x = 1, 2, … and the run's point (none: empty)."""
+    line = pd.DataFrame(
+        {"x": [float(i + 1) for i in range(len(ys))], "step_ms": ys, "verdict": "ok"}
+    )
+    point = pd.DataFrame(
+        {"x": [] if point_y is None else [2.0], "step_ms": [] if point_y is None else [point_y]}
+    )
+    return (line, "x", "step_ms", point, "Predicted step time (ms) by x", "x", "ms", False)
+
+
+def test_a_shape_only_chart_is_the_full_build_with_new_rows():
+    st.cache_data.clear()
+    name = figures.builder_name(charts.curves)
+    for ys, point_y in [
+        ([5.0, 4.0, 3.5], 4.2),  # builds the chart
+        ([6.0, 4.5, 3.0], 4.2),  # new rows: the chart reused
+        ([6.0, 4.5, 3.0, 2.0, 1.0], 3.9),  # more rows, another point
+        ([6.0, 4.5, 3.0], None),  # no point: another chart (one layer)
+        ([1.0, 1.0, 1.0], 1.0),  # the point's rows alike the line's in value
+    ]:
+        args = curve_args(ys, point_y)
+        got = figures.shape_spec(name, args)
+        assert got == figures.spec.__wrapped__(name, args)  # built from scratch, uncached
+    assert [r["step_ms"] for r in rows({"datasets": {"d": got["datasets"]["data-0"]}})] == [
+        1.0,
+        1.0,
+        1.0,
+    ]
+
+
+def test_a_shape_only_chart_is_built_once_per_shape():
+    st.cache_data.clear()
+    BUILDS.clear()
+    sink = Sink()
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [4.0, 5.0, 6.0]})
+    figures.chart(sink, dots, df, "t", shape_only=True)
+    figures.chart(sink, dots, df.assign(y=[1.0, 2.0, 9.0]), "t", shape_only=True)
+    figures.chart(sink, dots, df.head(2), "t", shape_only=True)
+    assert BUILDS == [3]
+    figures.chart(sink, dots, df, "another title", shape_only=True)
+    figures.chart(sink, dots, df.assign(y=["a", "b", "c"]), "t", shape_only=True)  # other type
+    assert BUILDS == [3, 3, 3]
+    assert [r["y"] for r in rows(sink.specs[1])] == [1.0, 2.0, 9.0]
+    assert rows(sink.specs[2]) == df.head(2).to_dict("records")
+
+
+def test_a_shape_only_chart_with_two_equal_frames_is_built_in_full():
+    st.cache_data.clear()
+    name = figures.builder_name(charts.curves)
+    line = pd.DataFrame({"x": [2.0], "step_ms": [4.0], "verdict": ["ok"]})
+    args = (line, "x", "step_ms", line.copy(), "t", "x", "ms", False)
+    assert figures.shape_spec(name, args) == figures.spec(name, args)

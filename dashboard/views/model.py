@@ -123,6 +123,8 @@ s: Scenario = found  # typed as found: what_if() below sees the name, not the No
 idle = measured.get("idle_ms") or 0.0
 base = {k: whatif.knob_value(s, k) for k in whatif.KNOBS}
 base["eta"] = round(base["eta"], 2)  # the slider's resolution
+#: The measured run on each knob's curve: the same on every slider move.
+points = {k: whatif.measured_point(s, k, measured) for k in whatif.KNOBS}
 
 
 def delta(now: float, then: float, fmt: str) -> str | None:
@@ -196,7 +198,7 @@ def what_if() -> None:
         line = data.whatif_curve(v.path, v.run, v.fp, knob, SWEEPS[knob](base), others, idle)
         label = whatif.KNOBS[knob][0]
         name = label.split(" (")[0]
-        point = whatif.measured_point(s, knob, measured)
+        point = points[knob]
         y, what = CURVE_Y.get(knob, ("step_ms", "step time"))
         plot(
             line,
@@ -205,6 +207,7 @@ def what_if() -> None:
             f"No prediction to draw for {name}.",
             key=f"whatif_{knob}",
             where=cols[i % 2],
+            shape_only=True,  # a slider move changes the curves' rows, not their chart
         )
 
 

@@ -1,0 +1,70 @@
+"""The what-ifs' prediction (analysis.whatif.predicted) against the model's full prediction
+(analysis.model.scenario.predict), which it used to call: the same step, τ and verdict for
+every algorithm choice and knob setting."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis import whatif
+from analysis.model.scenario import calculator, predict
+from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
+
+ALGORITHMS = ("best", "ring", "tree", "nccl")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    algorithm=st.sampled_from(ALGORITHMS),
+    gpus=st.sampled_from([2, 8, 16, 64]),
+    gpus_per_node=st.sampled_from([1, 8]),
+    link=st.sampled_from(["25Gbps", "100Gbps", "400Gbps"]),
+    compute_ms=st.floats(0.5, 500),
+    eta=st.floats(0.0, 1.0),
+    grad_accum=st.sampled_from([1, 2, 8, 32]),
+    compression=st.sampled_from([1.0, 2.0, 4.0]),
+    idle_ms=st.floats(0.0, 50.0),
+)
+def test_predicted_is_the_full_predictions_step(
+    algorithm, gpus, gpus_per_node, link, compute_ms, eta, grad_accum, compression, idle_ms
+):
+    s = calculator(
+        "1.5e9",
+        "fp32",
+        max(gpus, gpus_per_node),
+        link,
+        gpus_per_node=gpus_per_node,
+        compute_s=compute_ms / 1e3,
+        eta=eta,
+        grad_accum=grad_accum,
+        compression=compression,
+        algorithm=algorithm,
+    )
+    full = predict(s)
+    st_ = full.step
+    assert st_ is not None
+    step_ms = st_.step_s * 1e3 + idle_ms
+    overhead = st_.exposed_comm_s * 1e3 / step_ms
+    got = whatif.predicted(s, idle_ms)
+    assert got == {
+        "step_ms": step_ms,
+        "micro_batch_ms": step_ms / grad_accum,
+        "tau_comp_ms": st_.compute_s * 1e3,
+        "tau_comm_ms": full.comm_s * 1e3,
+        "exposed_comm_ms": st_.exposed_comm_s * 1e3,
+        "comm_overhead": overhead,
+        **dict(
+            zip(
+                ("verdict", "reason"),
+                verdict(overhead, st_.gamma, eta, DEFAULT_TARGET_OVERHEAD),
+                strict=True,
+            )
+        ),
+    }
+
+
+def test_predicted_needs_compute_time():
+    with pytest.raises(ValueError, match="compute time"):
+        whatif.predicted(calculator("1e9", "fp32", 8, "100Gbps"))
