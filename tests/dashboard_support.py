@@ -134,6 +134,8 @@ SETTLED_JS = """() => {
   if (window.__settledSince == null) window.__settledSince = now;
   return now - window.__settledSince >= 300;
 }"""
+#: How often (ms) SETTLED_JS is evaluated: the start of the quiet time is known to this.
+POLL_MS = 20
 
 #: True when every chart's drawing is more than 20 px tall.
 DRAWN_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
@@ -141,26 +143,33 @@ DRAWN_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart
                 return d && d.getBoundingClientRect().height > 20; })"""
 
 
-def settle(page, timeout: float = 60_000) -> None:
-    """Wait until the script run is over and every chart has drawn, and has stayed so."""
+def settle(page, timeout: float = 60_000) -> float:
+    """Wait until the script run is over and every chart has drawn, and has stayed so; returns
+    when (the browser's performance.now(), ms) that quiet state began."""
     page.wait_for_selector(
         '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout
     )
     page.evaluate("() => { window.__settledSince = null; }")
-    page.wait_for_function(SETTLED_JS, timeout=timeout, polling=50)
+    page.wait_for_function(SETTLED_JS, timeout=timeout, polling=POLL_MS)
+    return page.evaluate("() => window.__settledSince")
+
+
+def browser_now(page) -> float:
+    """The browser's performance.now() (ms): the clock `settle` tells the time by."""
+    return page.evaluate("() => performance.now()")
 
 
 def open_page(page, title: str, timeout: float = 60_000) -> float:
     """Click the page titled `title` in the sidebar and wait for it (up to `timeout` ms);
-    returns the seconds it took."""
-    t = time.perf_counter()
+    returns the seconds from the click until the page was done and drawn (the start of the
+    quiet time `settle` waits out, not its end)."""
+    t = browser_now(page)
     page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
     # The page's own header ("Hang — run"), not any heading that happens to contain the
     # word: the previous page's stale elements stay on screen until the new run replaces them.
     heading = re.compile(r"^\s*" + re.escape(title.split()[0]) + r"\b")
     page.get_by_test_id("stHeading").filter(has_text=heading).first.wait_for(timeout=timeout)
-    settle(page, timeout)
-    return time.perf_counter() - t
+    return (settle(page, timeout) - t) / 1e3
 
 
 class Requests:
@@ -227,7 +236,8 @@ def pick_run(page, run: str) -> None:
 
 
 def move_sliders(page) -> list[float]:
-    """Move every slider of the page one notch right, then back; seconds per move."""
+    """Move every slider of the page one notch right, then back; seconds per move, from the key
+    press until the page was re-run and drawn (as `open_page` counts)."""
     out = []
     sliders = page.get_by_test_id("stSlider")
     for i in range(sliders.count()):
@@ -235,7 +245,7 @@ def move_sliders(page) -> list[float]:
             thumb = sliders.nth(i).get_by_role("slider").first
             before = page.get_by_test_id("stMetricValue").all_inner_texts()
             thumb.focus()
-            t = time.perf_counter()
+            t = browser_now(page)
             thumb.press(key)
             page.wait_for_function(
                 """before => {
@@ -249,8 +259,7 @@ def move_sliders(page) -> list[float]:
                 timeout=30_000,
                 polling="raf",
             )
-            settle(page)
-            out.append(time.perf_counter() - t)
+            out.append((settle(page) - t) / 1e3)
     return out
 
 
