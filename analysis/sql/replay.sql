@@ -45,23 +45,40 @@ FROM calls c JOIN ops o USING (rank, n)
 WHERE c.rank IN (SELECT rank FROM paired)
 GROUP BY c.rank, c.ts;
 
+-- replay_calls_in(rid, steps): replay_calls (below) of the steps in the list `steps` (NULL: all;
+-- the rows of instances without a step only then).
+--   returns   the columns of replay_calls, the same rows for those steps.
+-- Algorithm: collective_ranks, kept to the steps first (every call of an instance has the
+-- instance's step, so its S and E are those over all of its calls), with S and E per ik by
+-- window; the issue shifted by the call's own clock offset (ts - raw_ts).
+CREATE OR REPLACE TEMP MACRO replay_calls_in(rid, steps) AS TABLE
+SELECT c.rank, ik, step, c.ts, te, max(c.ts) OVER i AS last_ts,
+    round(median(te) OVER i)::BIGINT AS end_ts,
+    least(coalesce(q.issue_raw + (c.ts - c.raw_ts), c.ts), c.ts) AS issue_ts
+FROM collective_ranks(rid) c
+LEFT JOIN replay_issues(rid) q ON q.rank = c.rank AND q.raw_ts = c.raw_ts
+WHERE n_ranks >= 2 AND NOT size_mismatch AND (steps IS NULL OR list_contains(steps, step))
+WINDOW i AS (PARTITION BY ik)
+ORDER BY c.rank, c.ts;
+
 -- replay_calls(rid): the collective calls of run `rid` that act as barriers in the replay.
 --   returns   rank, ik (instance id), step (the instance's step), ts (aligned arrival), te
 --             (the call's own aligned end), last_ts (the instance's last arrival S), end_ts (the
 --             instance's end E: the median aligned end over its ranks), issue_ts (aligned time
 --             the program issued the call, replay_issues; ts when unknown; never after ts).
 --   Only instances seen by >= 2 ranks without size mismatch; other calls stay inside the gaps.
--- Algorithm: collective_ranks, with S and E per ik by window; the issue shifted by the call's
--- own clock offset (ts - raw_ts).
+-- Algorithm: replay_calls_in (above) of every step.
 CREATE OR REPLACE TEMP MACRO replay_calls(rid) AS TABLE
-SELECT c.rank, ik, step, c.ts, te, max(c.ts) OVER i AS last_ts,
-    round(median(te) OVER i)::BIGINT AS end_ts,
-    least(coalesce(q.issue_raw + (c.ts - c.raw_ts), c.ts), c.ts) AS issue_ts
-FROM collective_ranks(rid) c
-LEFT JOIN replay_issues(rid) q ON q.rank = c.rank AND q.raw_ts = c.raw_ts
-WHERE n_ranks >= 2 AND NOT size_mismatch
-WINDOW i AS (PARTITION BY ik)
-ORDER BY c.rank, c.ts;
+SELECT * FROM replay_calls_in(rid, NULL);
+
+-- replay_call_counts(rid): how many rows replay_calls has in each step of run `rid`.
+--   returns   step, n (steps with calls; not the calls without a step).
+-- Algorithm: collective_ranks counted with replay_calls' filter (its join to replay_issues
+-- matches at most one row per call).
+CREATE OR REPLACE TEMP MACRO replay_call_counts(rid) AS TABLE
+SELECT step, count(*) AS n FROM collective_ranks(rid)
+WHERE n_ranks >= 2 AND NOT size_mismatch AND step IS NOT NULL
+GROUP BY step;
 
 -- replay_busy(rid): each rank's busy intervals (any timeline activity), merged, aligned.
 --   returns   rank, ts, dur: disjoint, in order.
