@@ -143,12 +143,12 @@ def standard_whatifs(
     fix = tuple(stragglers) or ((top_rank,) if top_rank is not None else ())
     if fix:
         who = ", ".join(str(r) for r in fix)
-        what = "straggler" if stragglers else "rank causing the most waiting"
-        s = "s" if len(fix) > 1 else ""
+        ranks = f"rank{'s' * (len(fix) > 1)} {who}"
+        what = f"straggler {ranks}" if stragglers else f"{ranks} (causing the most waiting)"
         out.append(
             WhatIf(
                 "straggler_fixed",
-                f"{what}{s} {who} at the pace of the other ranks (median gaps)",
+                f"{what} at the pace of the other ranks (median gaps)",
                 fixed_ranks=fix,
             )
         )
