@@ -418,6 +418,36 @@ def test_nsys_nccl_range_without_text_is_unnamed(tmp_path: Path) -> None:
     assert parsed.tables["collectives"].num_rows == len(comm)
 
 
+@pytest.mark.parametrize("size", [2**64 - 1, 2**63], ids=["2pow64_minus_1", "2pow63"])
+def test_nsys_payload_size_beyond_int64_is_no_size(tmp_path: Path, size: int) -> None:
+    # fuzz find (the generated export with NCCL payloads): a message size field (uint64) of
+    # 2^63 or more; storing it as int64 bytes raised OverflowError. The collective stays, with
+    # no size.
+    import sqlite3
+    import struct
+
+    from nsys_synth import ALLREDUCE_SCHEMA, make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=2, steps=2)
+    path = write_nsys(spec, tmp_path / "huge_size.sqlite", payloads=True)
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT rowid, binaryData FROM NVTX_EVENTS WHERE binaryData IS NOT NULL")
+    changed = 0
+    for rowid, blob in rows.fetchall():
+        _, schema, _, offset = struct.unpack_from("<4Q", blob)
+        if schema == ALLREDUCE_SCHEMA:  # payload: communicator id, then the message size
+            blob = blob[: offset + 8] + struct.pack("<Q", size) + blob[offset + 16 :]
+            con.execute("UPDATE NVTX_EVENTS SET binaryData = ? WHERE rowid = ?", [blob, rowid])
+            changed += 1
+    con.commit()
+    con.close()
+    assert changed > 0
+    colls = formats.parse(path).tables["collectives"]
+    comm = [o for o in spec.ops if o.kind == "kernel" and o.name.startswith("nccl")]
+    assert colls.num_rows == len(comm)
+    assert all(b is None or 0 <= b < 2**63 for b in colls["in_bytes"].to_pylist())
+
+
 def test_nsys_event_class_without_id_is_left_out(tmp_path: Path) -> None:
     # fuzz find (the real 2024.6 export): ENUM_NSYS_EVENT_CLASS ids set to NULL; sqlite3:
     # SELECT id, name FROM ENUM_NSYS_EVENT_CLASS gives "|TRACE_PROCESS_EVENT_CUDA_DRIVER" (no id)

@@ -24,6 +24,8 @@ from ingest.schema import COLLECTIVES
 SIZE = "message size [bytes]"
 COMM_ID = "nccl communicator id"
 NRANKS = "no. of ranks"
+#: Largest values the collectives table holds (group_size int32, bytes int64).
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 #: How far back on a thread to look for a group's calls.
 GROUP_LOOKBACK = 8192
 Described = tuple[str, int | None, int | None, int | None]
@@ -137,7 +139,16 @@ class Context:
         recv = [p[SIZE] for o, p in sized if SIZE in p and o == "recv"]
         comms = [p[COMM_ID] for _, p in sized if COMM_ID in p]
         group = self.nranks.get(comms[0]) if comms else None
-        return op, sum(sent) if sent else None, sum(recv) if recv else None, group
+        if group is not None and not 1 <= group <= INT32_MAX:
+            group = None  # a payload decoded from corrupt bytes: no group size
+        return op, _bytes(sent), _bytes(recv), group
+
+
+def _bytes(sizes: list[int]) -> int | None:
+    """The bytes of a call's payload sizes, None when there are none or their sum cannot be
+    right (negative or beyond int64: a payload decoded from corrupt bytes)."""
+    total = sum(sizes) if sizes else None
+    return total if total is not None and 0 <= total <= INT64_MAX else None
 
 
 def collectives(comm: pa.Table, base: int, ctx: Context, world: dict[int, int | None]) -> pa.Table:
