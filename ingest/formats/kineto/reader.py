@@ -429,9 +429,14 @@ def parse(
     steps = _steps(kept, step_rows, ts_ns, dur_ns, rank_value)
     world = _count(path, dist.world_size, "distributedInfo.world_size") if dist else None
     threads = (pid_np, tid_np)
-    collectives = _collectives(
-        kept, comm_rows, ts_ns, dur_ns, launch_ns, launch_row, threads, gpu, rank_value, world
-    )
+    try:  # args kept raw (sizes, types, concrete inputs) are decoded here, UTF-8 checked here
+        collectives = _collectives(
+            kept, comm_rows, ts_ns, dur_ns, launch_ns, launch_row, threads, gpu, rank_value, world
+        )
+    except UnicodeDecodeError as e:
+        raise IngestError(
+            path, "not valid JSON: a string in an event's args is not valid UTF-8"
+        ) from e
     host_pid = int(pid_np[step_rows[0]]) if step_rows else _most_common(pid_np[cat_is({"cpu_op"})])
     device = _most_common(pid_np[is_device]) if gpu else None
     device = device if device is not None and 0 <= device <= INT32_MAX else None
