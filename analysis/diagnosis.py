@@ -158,7 +158,7 @@ def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
         return None
     items = "; ".join(
         f"{w['label']}: {_f(w['step_ms'])} ({w['saving_pct']:+.0f}%)".replace("(+", "(−")
-        if w["saving_pct"] > 0
+        if (w["saving_pct"] or 0) > 0  # None when the replayed step takes no time
         else f"{w['label']}: {_f(w['step_ms'])} (no gain)"
         for w in ws
     )

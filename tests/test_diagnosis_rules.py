@@ -75,3 +75,16 @@ def test_fix_beyond_communication(fix, saving, comm_hidden, says):
         assert "not the network" not in line
     else:
         assert says in line and f"would save ({comm_hidden:.1f} ms)" in line
+
+
+def test_a_replay_of_steps_that_take_no_time_is_no_gain():
+    # fuzz find: a corrupt nsys export whose replayed steps measure 0 ms gave what-ifs with
+    # saving_pct None, and comparing None > 0 took the whole diagnosis down
+    rep = report(6.0, 5.0, 2.0, [("transfer_hidden", 0.0)])
+    rep["replay"]["measured_step_ms"] = 0.0
+    for w in rep["replay"]["whatifs"]:
+        w.update(step_ms=0.0, saving_pct=None)
+    d = diagnose(rep)
+    (line,) = [p["text"] for p in d["points"] if p["topic"] == "whatif"]
+    assert "transfer_hidden: 0.00 ms (no gain)" in line
+    assert d["fix"] is None
