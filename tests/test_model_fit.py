@@ -103,7 +103,7 @@ def test_time_falling_with_size_gives_a_flat_line():
     assert fit.s_per_byte == 0.0 and fit.latency_s == pytest.approx(2e-3)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)  # CI sees the same 40 cases
 @given(st.floats(1e-6, 1e-3), st.floats(1e9, 1e12), st.integers(2, 512))
 def test_planted_parameters_are_recovered(alpha, busbw, n):
     t = ring_times(SIZES, alpha, busbw, n)
