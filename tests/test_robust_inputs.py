@@ -468,6 +468,22 @@ def test_nsys_event_class_without_id_is_left_out(tmp_path: Path) -> None:
     assert got.num_rows > 0 and got.equals(want)
 
 
+def _edited_nsys(tmp_path: Path, sql: str, params: list, ranks: int = 2, **kw: bool):
+    """A generated nsys export (seed 1, 2 steps; `kw` as write_nsys takes) after one SQL edit:
+    (its spec, its path)."""
+    import sqlite3
+
+    from nsys_synth import make_spec, write_nsys
+
+    spec = make_spec(seed=1, ranks=ranks, steps=2)
+    path = write_nsys(spec, tmp_path / "edited.sqlite", **kw)
+    con = sqlite3.connect(path)
+    con.execute(sql, params)
+    con.commit()
+    con.close()
+    return spec, path
+
+
 @pytest.mark.parametrize(
     ("sql", "value"),
     [
@@ -482,16 +498,7 @@ def test_nsys_event_class_without_id_is_left_out(tmp_path: Path) -> None:
 def test_nsys_device_id_that_fits_no_column_is_no_device(
     tmp_path: Path, sql: str, value: int
 ) -> None:
-    import sqlite3
-
-    from nsys_synth import make_spec, write_nsys
-
-    spec = make_spec(seed=1, ranks=2, steps=2)
-    path = write_nsys(spec, tmp_path / "dev.sqlite", payloads=True)
-    con = sqlite3.connect(path)
-    con.execute(sql, [value])
-    con.commit()
-    con.close()
+    spec, path = _edited_nsys(tmp_path, sql, [value], payloads=True)
     ranks = formats.parse(path).tables["ranks"]
     # the ranks the payloads name, with no device (memcpys alone would give one: they keep
     # their ids, so a rank's device is its copies' or none, never a wrapped value)
@@ -518,16 +525,7 @@ def test_nsys_device_id_that_fits_no_column_is_no_device(
 def test_nsys_numbers_in_text_that_fit_no_column_are_no_clue(
     tmp_path: Path, sql: str, value: str
 ) -> None:
-    import sqlite3
-
-    from nsys_synth import make_spec, write_nsys
-
-    spec = make_spec(seed=1, ranks=1, steps=2)
-    path = write_nsys(spec, tmp_path / "n.sqlite", env_rank=True)
-    con = sqlite3.connect(path)
-    con.execute(sql, [value])
-    con.commit()
-    con.close()
+    spec, path = _edited_nsys(tmp_path, sql, [value], ranks=1, env_rank=True)
     parsed = formats.parse(path)
     steps = parsed.tables["steps"]["step"].to_pylist()
     # the generator's steps, or none when their numbers were replaced
