@@ -4,9 +4,14 @@ For each set (sample_traces/*: the 8-rank DLRM run and the real gloo runs; tests
 real runs made back to back with and without an injected straggler) this prints the measured
 step (median over steps of the slowest rank's window), the unchanged replay, and every what-if.
 For each pair it prints the replay of "straggler fixed" on the straggler run beside the
-*measured* step of the run made without the straggler, and the error. Usage:
+*measured* step of the run made without the straggler, and the error, with two figures that
+say where an error comes from: how much faster the other ranks computed (median compute per step)
+in the straggler run than in the run without it (interference: their collectives could not
+progress while they computed, so nothing competed with their compute), and how the straggler
+rank's own compute in the run without it compares with the others' (a rank slower by nature is
+also brought to the others' pace by "straggler fixed"). Usage:
 
-    python benchmarks/replay.py [--sets DIR ...]
+    python benchmarks/replay.py [--sets DIR ...] [--pairs DIR]
 """
 
 from __future__ import annotations
@@ -53,12 +58,22 @@ def job_measured(con, rid: int) -> float:
     ).fetchone()[0]
 
 
+def compute_ms(con, rid: int, ranks: list[int]) -> float:
+    """Median over (rank, step) of the compute time per step of `ranks` (step_decomposition), ms."""
+    return con.execute(
+        "SELECT median(compute_only_ns + compute_overlapped_ns) / 1e6 "
+        "FROM step_decomposition(?) WHERE list_contains(?, rank)",
+        [rid, ranks],
+    ).fetchone()[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sets", nargs="*", type=Path, help="directories of rank files (one run each)")
+    p.add_argument("--pairs", type=Path, default=PAIRS, help="directory of pairs (--pair output)")
     args = p.parse_args(argv)
     sets = {d.name: d for d in (args.sets or kineto_sets())}
-    pairs = sorted(d for d in PAIRS.iterdir() if d.is_dir()) if PAIRS.exists() else []
+    pairs = sorted(d for d in args.pairs.iterdir() if d.is_dir()) if args.pairs.exists() else []
     for d in pairs:
         sets[f"{d.name}/straggler"] = d / "straggler"
         sets[f"{d.name}/baseline"] = d / "baseline"
@@ -85,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\nValidation: 'straggler fixed' replayed on the straggler run vs the run made"
                   " without it (same job, back to back)")  # fmt: skip
             print(f"{'pair':28s} {'straggler run':>14s} {'predicted':>10s} {'measured':>9s} "
-                  f"{'error':>7s} {'saving':>7s} {'injected':>9s}")  # fmt: skip
+                  f"{'error':>7s} {'saving':>7s} {'injected':>9s} {'others':>7s} {'own':>6s}")  # fmt: skip
             errs = []
             for d in pairs:
                 truth = json.loads((d / "straggler" / "ground_truth.json").read_text())
@@ -95,12 +110,22 @@ def main(argv: list[str] | None = None) -> int:
                 err = (fix["step_ms"] - base) / base
                 errs.append(abs(err))
                 injected = sorted(truth["injected_delay_ms"])[len(truth["injected_delay_ms"]) // 2]
+                s_rank = truth["straggler_rank"]
+                others = [k for k in range(truth["world_size"]) if k != s_rank]
+                srid, brid = run_id(con, f"{d.name}/straggler"), run_id(con, f"{d.name}/baseline")
+                b_others = compute_ms(con, brid, others)
+                faster = compute_ms(con, srid, others) / b_others - 1
+                own = compute_ms(con, brid, [s_rank]) / b_others - 1
                 print(
                     f"{d.name:28s} {r['measured_step_ms']:14.2f} {fix['step_ms']:10.2f} "
-                    f"{base:9.2f} {100 * err:+6.1f}% {fix['saving_ms']:7.1f} {injected:9.1f}  "
+                    f"{base:9.2f} {100 * err:+6.1f}% {fix['saving_ms']:7.1f} {injected:9.1f} "
+                    f"{100 * faster:+6.0f}% {100 * own:+5.0f}%  "
                     f"(straggler rank {truth['straggler_rank']}, fixed {r['fixed_ranks']})"
                 )
             print(f"largest |error|: {100 * max(errs):.1f}%")
+            print("others: the other ranks' compute per step in the straggler run against the run "
+                  "without it; own: the straggler rank's compute against the others' in the run "
+                  "without it")  # fmt: skip
         con.close()
     return 0
 
