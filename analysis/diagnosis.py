@@ -107,10 +107,18 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
 def _culprit_sentence(c: dict, n_steps: int | None) -> str:
     host = f" (host {c['host']})" if c.get("host") else ""
     persistent = "a persistent straggler" if c["flagged"] else "not persistent enough to flag"
-    s = (
-        f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it, last in "
-        f"{c['n_last']}/{c['n_instances']} collectives ({persistent}); {c['why']}"
-    )
+    if c["n_last"] == 0:
+        # waiting is charged to every rank still absent, not only to the last one (stragglers.sql)
+        s = (
+            f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it without ever "
+            f"arriving last (0/{c['n_instances']} collectives): the ranks already there wait "
+            f"for it, and then for a later one; {c['why']}"
+        )
+    else:
+        s = (
+            f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it, last in "
+            f"{c['n_last']}/{c['n_instances']} collectives ({persistent}); {c['why']}"
+        )
     idle, med = c.get("idle_ms_per_step"), c.get("median_idle_ms_per_step")
     if c["kind"] != "compute" and idle is not None and med is not None and idle > med + 0.05:
         s += f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the median rank"
@@ -123,11 +131,17 @@ def _fix(report: Mapping[str, Any]) -> dict | None:
     return fixes[0] if fixes and fixes[0]["saving_ms"] > 0 else None
 
 
-def _wall_words(wall: bool, marginal: bool) -> str:
-    """How the headline opens: a wall, a wall only by transfer and waiting together, or none."""
+def _wall_words(wall: bool, marginal: bool, waiting: bool) -> str:
+    """How the headline opens: a wall (and whether waiting for late ranks or data transfer makes
+    most of it, so that the first words already say whether bandwidth would help), a wall only by
+    transfer and waiting together, or none."""
     if not wall:
         return "No communication wall"
-    return "At the communication wall's edge" if marginal else "Communication wall"
+    if marginal:
+        return "At the communication wall's edge"
+    return "Communication wall, " + (
+        "mostly waiting for late ranks" if waiting else "mostly data transfer"
+    )
 
 
 def _beyond_comm(report: Mapping[str, Any], fix: Mapping[str, Any]) -> str:
@@ -250,8 +264,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     scope = "step" if s.get("scope") == "steps" else "trace span per rank"
 
     comm = (s.get("exposed_transfer_ms") or 0) + (s.get("exposed_wait_ms") or 0)
+    waiting = (s.get("exposed_wait_ms") or 0) > (s.get("exposed_transfer_ms") or 0)
     head = (
-        f"{_wall_words(wall, marginal)}: exposed communication is "
+        f"{_wall_words(wall, marginal, waiting)}: exposed communication is "
         f"{_f(comm)} ({_pct(exposed)}) of the {_f(step)} {scope} — "
         f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
         f"{_f(s.get('exposed_wait_ms'))} of waiting for late ranks; compute takes "
