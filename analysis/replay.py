@@ -254,7 +254,13 @@ def replay_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
             "reason": "no step windows with collectives matched across ranks to replay",
             "whatifs": [],
         }
-    err = (res.replayed_ns - res.measured_ns) / res.measured_ns if res.measured_ns else None
+    if res.measured_ns <= 0:
+        return {
+            "available": False,
+            "reason": "the replayed steps measure 0 ms: no step time a change could shorten",
+            "whatifs": [],
+        }
+    err = (res.replayed_ns - res.measured_ns) / res.measured_ns
     whatifs = [
         {
             "key": r.key,

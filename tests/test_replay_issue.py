@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 from test_decomposition_sql import store_with as decomposition_store
 
-from analysis.replay import WhatIf, _load, job_step, job_steps, replay, whatif_by_step
+from analysis.replay import (
+    WhatIf,
+    _load,
+    job_step,
+    job_steps,
+    replay,
+    replay_section,
+    whatif_by_step,
+)
 
 MAIN, WORKER = 1, 2  # thread ids: the program's thread, gloo's worker thread
 
@@ -99,3 +107,12 @@ def test_whatif_by_step_fixes_the_rank_causing_the_waiting():
     got = whatif_by_step(store_with(LATE), 1).set_index("key")
     assert got.loc["unchanged", ["step", "measured_ns", "step_ns"]].tolist() == [1, 80, 80]
     assert got.loc["straggler_fixed", "step_ns"] == 50
+
+
+def test_steps_of_no_duration_are_not_replayed():
+    """Two ranks whose only step window and collective take 0 ns (a corrupt export can give it):
+    there is no step time to shorten, so the replay is not available and says why, instead of
+    what-ifs that each save 0 of 0 ms."""
+    zero = {r: ([(1, 5, 0)], [(5, 0, "compute")], [(5, 0, 1)]) for r in (0, 1)}
+    sec = replay_section(decomposition_store(zero), 1)
+    assert sec["available"] is False and "0 ms" in sec["reason"] and sec["whatifs"] == []
