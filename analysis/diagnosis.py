@@ -188,6 +188,22 @@ def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
         f"Replaying the measured run (slowest rank per step, median "
         f"{_f(rep['measured_step_ms'])}, reproduced within "
         f"{abs(100 * (rep['replay_error'] or 0)):.1f}%), the step would take: {items}.{tail}"
+        + _cpu_straggler_caveat(report, ws)
+    )
+
+
+def _cpu_straggler_caveat(report: Mapping[str, Any], shown: list[Mapping[str, Any]]) -> str:
+    """On CPU traces the replay's late-rank fix is optimistic: it keeps the other ranks' compute
+    as measured while they waited, when no collective of theirs could progress and compete with
+    it for their cores; with the late rank on time, their transfers overlap their compute again
+    (docs/diagnosis.md: pairs made with and without a straggler, 0-17 % faster compute)."""
+    if (report.get("run_info") or {}).get("device_kind") != "cpu":
+        return ""
+    if not any(w["key"] == "straggler_fixed" for w in shown):
+        return ""
+    return (
+        " On CPU traces the late-rank fix is an upper estimate: while they waited, the other "
+        "ranks computed with no collective competing for their cores."
     )
 
 

@@ -106,3 +106,18 @@ def test_a_rank_never_last_is_told_apart(n_last, says, not_says):
          "why": "it is late", "kind": "other"}  # fmt: skip
     line = _culprit_sentence(c, 1)
     assert says in line and not_says not in line
+
+
+@pytest.mark.parametrize(
+    ("device", "fixes", "caveat"),
+    [
+        ("cpu", [("straggler_fixed", 20.0)], True),  # the late-rank fix is shown on a CPU run
+        ("gpu", [("straggler_fixed", 20.0)], False),  # GPU collectives do not share the cores
+        ("cpu", [("transfer_hidden", 20.0)], False),  # no late-rank fix shown
+    ],
+)
+def test_late_rank_fix_on_cpu_traces_is_an_upper_estimate(device, fixes, caveat):
+    rep = report(2.0, 25.0, 2.0, fixes)
+    rep["run_info"]["device_kind"] = device
+    (line,) = [p["text"] for p in diagnose(rep)["points"] if p["topic"] == "whatif"]
+    assert ("upper estimate" in line) == caveat
