@@ -232,7 +232,7 @@ def runs_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         SELECT r.name AS run, count(DISTINCT f.file_id) AS files,
             (SELECT count(DISTINCT k.rank) FROM ranks k WHERE k.run_id = r.run_id) AS ranks,
             string_agg(DISTINCT f.format, ',' ORDER BY f.format) AS formats,
-            CAST(sum(f.size_bytes) AS BIGINT) AS bytes, r.created_at, r.notes
+            CAST(coalesce(sum(f.size_bytes), 0) AS BIGINT) AS bytes, r.created_at, r.notes
         FROM runs r LEFT JOIN files f USING (run_id)
         GROUP BY r.run_id, r.name, r.created_at, r.notes
         ORDER BY r.created_at, r.name

@@ -13,6 +13,10 @@ a shared machine grow with its load, the CPU seconds each page switch and slider
 the server and all processes started here (server, Chromium; psutil, installed with Dask).
 
     python benchmarks/dashboard.py [--runs dlrm,synthetic-64] [--screenshots DIR] [--json FILE]
+
+`synthetic-N` for another N (a multiple of 8, e.g. synthetic-1024) is the scale benchmarks' run
+(benchmarks/stragglers.py: N ranks x 2,000 collectives over 10 steps, a compute straggler, host
+clock offsets), stored directly as ingest's rows instead of written as N trace files.
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ from dashboard_support import (  # noqa: E402
     screenshot,
     settle,
 )
-from synthetic_traces import Scenario, simulate, write_kineto  # noqa: E402
+from synthetic_traces import Scenario, insert_run, simulate, write_kineto  # noqa: E402
 
+from benchmarks.stragglers import scenario  # noqa: E402
 from dashboard import nav  # noqa: E402
+from ingest import store  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 DATA = ROOT / "tests" / "data"
@@ -74,6 +80,10 @@ def build_store(folder: Path, runs: list[str]) -> Path:
             )
             write_kineto(sim, folder / "synthetic")
             ingest_dir(db_file, run, folder / "synthetic")
+        elif run.startswith("synthetic-"):
+            con = store.connect(db_file)
+            insert_run(con, run, simulate(scenario(int(run.removeprefix("synthetic-")), 2000)))
+            con.close()
         else:
             ingest_dir(db_file, run, REAL[run])
     return db_file

@@ -68,7 +68,7 @@ def fingerprint(table: pd.DataFrame, run: str) -> tuple:
     if row.empty:
         return (run,)
     r = row.iloc[0]
-    return (run, str(r["created_at"]), int(r["files"]), int(r["bytes"] or 0))
+    return (run, str(r["created_at"]), int(r["files"]), int(r["bytes"]))
 
 
 @st.cache_resource(show_spinner="Analysing the run…", max_entries=32)

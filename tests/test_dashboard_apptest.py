@@ -18,8 +18,10 @@ from dashboard_support import ingest_dir, overview_metrics, report_of, upload_fi
 from kineto_truth import gpu_steps
 from nccl_log_gen import Job, make_log
 from streamlit.testing.v1 import AppTest
+from synthetic_traces import Scenario, insert_run, simulate
 
 from analysis import whatif
+from analysis.api import Store
 from analysis.checklist import evaluate
 from analysis.compare import compare
 from analysis.db import load_modules, run_id
@@ -27,6 +29,7 @@ from analysis.model.section import run_scenario
 from dashboard import nav
 from dashboard.database import DB_ENV, UPLOAD_ENV
 from dashboard.ui import fmt_ms, md
+from ingest import store as ingest_store
 
 APP = str(ROOT / "dashboard" / "app.py")
 EVIL = "<img src=x onerror=alert(1)> **bold** [x](http://example.com) $x$ :red[r]"
@@ -432,3 +435,20 @@ def test_every_chart_has_a_title_with_its_unit_and_something_to_draw(
         assert title and ("(" in title or title.startswith(("Ring", "Tree"))), title
         _, rows = chart_data(at, i)
         assert len(rows) > 0, title
+
+
+def test_a_run_stored_without_files_is_shown(tmp_path, monkeypatch):
+    """A run whose rows were stored directly, with no file rows (how the scale benchmarks store
+    1,024 ranks): the runs table sums no file sizes. Every page used to fail on its fingerprint
+    (int of a missing byte count); the run has 0 files and 0 bytes, and its pages render."""
+    db = tmp_path / "direct.duckdb"
+    con = ingest_store.connect(db)
+    insert_run(con, "direct", simulate(Scenario(hosts=1, ranks_per_host=4, straggler=2)))
+    con.close()
+    with Store(db) as s:
+        row = s.runs().set_index("run").loc["direct"]
+    assert (int(row["files"]), int(row["bytes"]), int(row["ranks"])) == (0, 0, 4)
+    at = app(db, monkeypatch, tmp_path, run="direct")
+    for key in ("overview", "stragglers", "export"):
+        at.switch_page(nav.path(key)).run()
+        assert not at.exception, (key, at.exception)
