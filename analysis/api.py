@@ -12,7 +12,8 @@ opened (the dashboard's short-lived ones). Everything a front end shows of a run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,6 +30,7 @@ from analysis.postmortem import postmortem_data
 from analysis.replay import replay_section
 from analysis.report import SECTIONS, build_report
 from analysis.report_types import Report
+from analysis.session import run_session
 
 #: The tables of matched collectives a run can be listed by (`Run.collective_table`).
 COLLECTIVE_VIEWS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], pd.DataFrame]] = {
@@ -38,6 +40,20 @@ COLLECTIVE_VIEWS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], pd.DataFr
     "clock": collectives.clock_offsets,
     "problems": collectives.collective_problems,
 }
+
+
+@dataclass
+class Prepared:
+    """A run's report with the tables and the model scenario a front end shows beside it, all
+    computed in one analysis session (the matching, clock fit and step tables once). A table or
+    the scenario whose computation failed is absent (`has_scenario` False for the scenario):
+    the caller computes it on its own and meets the error there."""
+
+    report: Report
+    tables: dict[str, pd.DataFrame | None] = field(default_factory=dict)
+    views: dict[str, pd.DataFrame] = field(default_factory=dict)
+    scenario: Scenario | None = None
+    has_scenario: bool = False
 
 
 class Run:
@@ -96,6 +112,29 @@ class Run:
         """The full report (same dict as `commwall report --format json`); a section that
         fails is None and named in `analysis_errors` (`keep_going=False` raises instead)."""
         return build_report(self.con, self.name, keep_going=keep_going)
+
+    def prepared(self, tables: Sequence[str] = (), views: Sequence[str] = ()) -> Prepared:
+        """The report, the run tables `tables` (names of accessors such as "rank_step_wait"),
+        the collective tables `views` (keys of COLLECTIVE_VIEWS) and the model scenario, in one
+        analysis session: what a dashboard needs for every page of a run, for the cost of the
+        report alone (each computed on its own would match and fit clocks again)."""
+        with run_session(self.con, self.id):
+            out = Prepared(report=self.report())
+            for name in tables:
+                try:
+                    out.tables[name] = getattr(self, name)()
+                except Exception:  # noqa: BLE001  (left to the caller, which shows the error)
+                    continue
+            for view in views:
+                try:
+                    out.views[view] = self.collective_table(view)
+                except Exception:  # noqa: BLE001
+                    continue
+            try:
+                out.scenario, out.has_scenario = self.scenario(), True
+            except Exception:  # noqa: BLE001
+                pass
+        return out
 
     def section(self, key: str) -> Any:
         """One section of the report (a key of analysis.report.SECTIONS) on its own, e.g.

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import whatif
-from analysis.api import Run, Store
+from analysis.api import Prepared, Run, Store
 from analysis.model.scenario import Scenario
 from analysis.report_types import Report
 from analysis.units import NS_PER_MS
@@ -71,13 +71,26 @@ def fingerprint(table: pd.DataFrame, run: str) -> tuple:
     return (run, str(r["created_at"]), int(r["files"]), int(r["bytes"]))
 
 
+#: Run tables and collective views computed with the report (analysis.api.Run.prepared), in
+#: the same analysis session: on a 1,024-rank run each of them alone re-runs the matching and
+#: clock fit, seconds to a minute on the first visit of its page.
+PREPARED_TABLES = ("rank_step_wait",)
+PREPARED_VIEWS = ("instances",)
+
+
 @st.cache_resource(show_spinner="Analysing the run…", max_entries=32)
-def report(path: str, run: str, fp: tuple) -> Report:
+def prepared(path: str, run: str, fp: tuple) -> Prepared:
     """The report of `run` (analysis.report.build_report's dict, sections that fail recorded
-    under `analysis_errors`). Held as one shared object, not copied per page visit (a 64-rank
-    report takes longer to unpickle than most pages take to draw): pages only read it."""
+    under `analysis_errors`) with PREPARED_TABLES, PREPARED_VIEWS and the model scenario. Held
+    as one shared object, not copied per page visit (a 64-rank report takes longer to unpickle
+    than most pages take to draw): pages only read it."""
     with run_of(path, run) as r:
-        return r.report(keep_going=True)
+        return r.prepared(PREPARED_TABLES, PREPARED_VIEWS)
+
+
+def report(path: str, run: str, fp: tuple) -> Report:
+    """The report of `run` (see `prepared`)."""
+    return prepared(path, run, fp).report
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -108,6 +121,9 @@ def window_timeline(
 @st.cache_data(show_spinner=False, max_entries=32)
 def scenario(path: str, run: str, fp: tuple) -> Scenario | None:
     """The run as a calibrated model Scenario for what-ifs (analysis.model.section)."""
+    done = prepared(path, run, fp)
+    if done.has_scenario:
+        return done.scenario
     with run_of(path, run) as r:
         return r.scenario()
 
@@ -159,6 +175,9 @@ def run_table(path: str, run: str, fp: tuple, name: str) -> pd.DataFrame | None:
     predates the tables it reads."""
     if name not in TABLES:
         raise ValueError(f"not a run table: {name!r} (tables: {', '.join(TABLES)})")
+    done = prepared(path, run, fp).tables
+    if name in done:
+        return done[name]
     with run_of(path, run) as r:
         return getattr(r, name)()
 
@@ -166,5 +185,8 @@ def run_table(path: str, run: str, fp: tuple, name: str) -> pd.DataFrame | None:
 @st.cache_data(show_spinner=False, max_entries=32)
 def collective_table(path: str, run: str, fp: tuple, view: str = "instances") -> pd.DataFrame:
     """Matched collectives listed by `view` (analysis.api.COLLECTIVE_VIEWS)."""
+    done = prepared(path, run, fp).views
+    if view in done:
+        return done[view]
     with run_of(path, run) as r:
         return r.collective_table(view)

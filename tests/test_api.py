@@ -4,6 +4,7 @@ known (tests/synthetic_traces.py): each method returns what the simulation put t
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 import pytest
 import synthetic_traces as syn
 
@@ -109,3 +110,24 @@ def test_store_is_read_only_and_closes(path):
 def test_missing_store_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such database"):
         Store(tmp_path / "absent.duckdb")
+
+
+def test_prepared_is_the_report_tables_and_scenario_in_one_session(s, sim):
+    """What the dashboard computes once per run: each part equal to its accessor alone, and
+    the instances the simulation made (one per collective, with every rank)."""
+    run = s.run("syn")
+    got = run.prepared(("rank_step_wait",), ("instances",))
+    assert got.report == run.report()
+    for a, b in [
+        (got.tables["rank_step_wait"], run.rank_step_wait()),
+        (got.views["instances"], run.collective_table("instances")),
+    ]:  # the same rows; a table macro's row order is not defined
+        pd.testing.assert_frame_equal(_sorted(a), _sorted(b))
+    assert len(got.views["instances"]) == len(sim.ops)
+    assert (got.views["instances"]["n_ranks"] == SCN.world).all()
+    assert len(got.tables["rank_step_wait"]) == SCN.world * SCN.steps
+    assert got.has_scenario and got.scenario == run.scenario()
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(list(df.columns[:3])).reset_index(drop=True)
