@@ -105,37 +105,57 @@ FROM f;
 --             with any waiting; units are the instances of a step (level 'step'), and the
 --             steps of the run (level 'run') when >= straggler_min_units() steps have waiting,
 --             else the run's instances.
--- Algorithm: caused per (unit, rank) / caused per unit; mean and sample sd per rank (summed
--- in unit order, so that the figures do not change in the last digit from one run to the next
--- with the order in which threads combine their partial sums).
+-- Algorithm: caused per (unit, rank) / caused per unit; mean and sample sd per rank, summed in
+-- unit order (so that the figures do not change in the last digit from one run to the next
+-- with the order in which threads combine their partial sums): the shares of a rank are
+-- gathered once into a list ordered by unit, and avg and stddev_samp run over that list (one
+-- sort instead of one per ordered aggregate). The step level (one unit per instance, the bulk
+-- of the rows) and the run level are shared out apart, each over its own units.
 CREATE OR REPLACE TEMP MACRO _straggler_units(r) AS TABLE
-WITH by_inst AS (
+WITH by_inst AS MATERIALIZED (
     SELECT step, ik AS unit, rank, sum(caused_ns) AS c FROM query_table(r) GROUP BY ALL
 ),
-by_step AS (
+by_step AS MATERIALIZED (
     SELECT step, rank, sum(c) AS c FROM by_inst GROUP BY ALL
 ),
 step_units AS (
     SELECT count(DISTINCT step) AS k FROM by_step WHERE c > 0
 ),
-u AS (
-    SELECT 'step' AS level, step, unit, rank, c FROM by_inst
-    UNION ALL
-    SELECT 'run', NULL, coalesce(step, -1), rank, c FROM by_step
+inst_total AS (
+    SELECT step, unit, sum(c) AS total FROM by_inst GROUP BY ALL
+),
+step_level AS (
+    SELECT b.step, b.rank, count(*) AS n_units,
+        list(b.c / t.total ORDER BY b.unit) AS shares
+    FROM by_inst b
+    JOIN inst_total t ON t.unit IS NOT DISTINCT FROM b.unit AND t.step IS NOT DISTINCT FROM b.step
+    WHERE t.total > 0
+    GROUP BY b.step, b.rank
+),
+run_units AS (
+    SELECT coalesce(step, -1) AS unit, rank, c FROM by_step
     WHERE (SELECT k FROM step_units) >= straggler_min_units()
     UNION ALL
-    SELECT 'run', NULL, unit, rank, c FROM by_inst
+    SELECT unit, rank, c FROM by_inst
     WHERE (SELECT k FROM step_units) < straggler_min_units()
 ),
-s AS (
-    SELECT *, c / sum(c) OVER (PARTITION BY level, step, unit) AS share
-    FROM u
-    QUALIFY sum(c) OVER (PARTITION BY level, step, unit) > 0
+run_level AS (
+    SELECT rank, count(*) AS n_units, list(share ORDER BY unit) AS shares
+    FROM (
+        SELECT unit, rank, c / sum(c) OVER (PARTITION BY unit) AS share
+        FROM run_units
+        QUALIFY sum(c) OVER (PARTITION BY unit) > 0
+    )
+    GROUP BY rank
+),
+l AS (
+    SELECT 'step' AS level, step, rank, n_units, shares FROM step_level
+    UNION ALL
+    SELECT 'run', NULL::BIGINT, rank, n_units, shares FROM run_level
 )
-SELECT level, step, rank, count(*) AS n_units, avg(share ORDER BY unit) AS mean_share,
-    coalesce(stddev_samp(share ORDER BY unit), 0) AS sd_share
-FROM s
-GROUP BY level, step, rank;
+SELECT level, step, rank, n_units, list_avg(shares) AS mean_share,
+    coalesce(list_stddev_samp(shares), 0) AS sd_share
+FROM l;
 
 -- _straggler_levels(rid): per-rank straggler figures of run `rid`, for the whole run
 -- (level 'run', step NULL) and for every step (level 'step').
@@ -144,15 +164,23 @@ GROUP BY level, step, rank;
 --             delay_ns (its largest arrival after the first rank in a step; median over steps
 --             for the run), window_ns, compute_ns, n_units, mean_share, then the columns of
 --             _straggler_scores.
--- Algorithm: aggregate the usable collective_ranks rows per (step, rank) and per rank; window
--- per step = median step window over ranks (the span of the step's instances when the step is
--- NULL); run window = sum of step windows; compute and step windows from operator_compute;
--- shares from _straggler_units.
+-- Algorithm: aggregate the usable collective_ranks rows (only the columns used: the strings
+-- stay in the cached table) per (step, rank) and per rank; a rank's delay in an instance is
+-- the instance's largest wait minus its own (an aggregate per instance joined back); host per
+-- rank; window per step = median step window over ranks (the span of the step's instances
+-- when the step is NULL); run window = sum of step windows; compute and step windows from
+-- operator_compute; shares from _straggler_units.
 CREATE OR REPLACE TEMP MACRO _straggler_levels(rid) AS TABLE
 WITH r AS MATERIALIZED (
-    SELECT *, max(wait_ns) OVER (PARTITION BY ik) - wait_ns AS behind_ns
+    SELECT step, ik, rank, ts, te, wait_ns, lateness_ns, is_last, caused_ns
     FROM collective_ranks(rid) WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch
 ),
+hosts AS (
+    SELECT rank, any_value(host) AS host
+    FROM collective_ranks(rid) WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch
+    GROUP BY rank
+),
+inst AS (SELECT ik, max(wait_ns) AS max_wait FROM r GROUP BY ik),
 comp AS MATERIALIZED (SELECT rank, step, compute_ns, window_ns FROM operator_compute(rid)),
 win AS (
     SELECT step, round(median(window_ns))::BIGINT AS step_ns FROM comp GROUP BY step
@@ -163,32 +191,37 @@ sw AS MATERIALIZED (
     LEFT JOIN win w ON s.step = w.step
 ),
 units AS MATERIALIZED (SELECT * FROM _straggler_units(r)),
-per_step AS (
-    SELECT 'step' AS level, r.step, r.rank, any_value(r.host) AS host,
+per_step AS MATERIALIZED (
+    SELECT 'step' AS level, r.step, r.rank,
         count(*) AS n_instances, count(*) FILTER (WHERE r.is_last) AS n_last,
         median(r.lateness_ns) AS lateness_ns,
         sum(r.wait_ns)::BIGINT AS wait_ns, sum(r.caused_ns)::BIGINT AS caused_ns,
-        max(r.behind_ns) AS delay_ns
-    FROM r
+        max(i.max_wait - r.wait_ns) AS delay_ns
+    FROM r JOIN inst i ON i.ik IS NOT DISTINCT FROM r.ik
     GROUP BY r.step, r.rank
 ),
 per_run AS (
-    SELECT 'run' AS level, NULL::BIGINT AS step, rank, any_value(host) AS host,
+    SELECT 'run' AS level, NULL::BIGINT AS step, rank,
         count(*) AS n_instances, count(*) FILTER (WHERE is_last) AS n_last,
         median(lateness_ns) AS lateness_ns,
-        sum(wait_ns)::BIGINT AS wait_ns, sum(caused_ns)::BIGINT AS caused_ns,
-        (SELECT median(delay_ns) FROM per_step q WHERE q.rank = r.rank) AS delay_ns
+        sum(wait_ns)::BIGINT AS wait_ns, sum(caused_ns)::BIGINT AS caused_ns
     FROM r
     GROUP BY rank
 ),
 rows AS (
-    SELECT p.*, sw.window_ns, c.compute_ns
+    SELECT p.level, p.step, p.rank, h.host, p.* EXCLUDE (level, step, rank), sw.window_ns,
+        c.compute_ns
     FROM per_step p
+    JOIN hosts h ON h.rank = p.rank
     LEFT JOIN sw ON p.step IS NOT DISTINCT FROM sw.step
     LEFT JOIN comp c ON c.rank = p.rank AND c.step = p.step
     UNION ALL
-    SELECT p.*, (SELECT sum(window_ns)::BIGINT FROM sw) AS window_ns, c.compute_ns
+    SELECT p.level, p.step, p.rank, h.host, p.* EXCLUDE (level, step, rank), d.delay_ns,
+        (SELECT sum(window_ns)::BIGINT FROM sw) AS window_ns, c.compute_ns
     FROM per_run p
+    JOIN hosts h ON h.rank = p.rank
+    JOIN (SELECT rank, median(delay_ns) AS delay_ns FROM per_step GROUP BY rank) d
+        ON d.rank = p.rank
     LEFT JOIN (SELECT rank, median(compute_ns) AS compute_ns FROM comp GROUP BY rank) c
         ON c.rank = p.rank
 ),
