@@ -131,14 +131,17 @@ def _fix(report: Mapping[str, Any]) -> dict | None:
     return fixes[0] if fixes and fixes[0]["saving_ms"] > 0 else None
 
 
-def _wall_words(wall: bool, marginal: bool, waiting: bool) -> str:
+def _wall_words(wall: bool, marginal: bool, waiting: bool | None) -> str:
     """How the headline opens: a wall (and whether waiting for late ranks or data transfer makes
-    most of it, so that the first words already say whether bandwidth would help), a wall only by
+    most of it, so that the first words already say whether bandwidth would help; `waiting` None
+    when no collective is matched across ranks and the two cannot be told apart), a wall only by
     transfer and waiting together, or none."""
     if not wall:
         return "No communication wall"
     if marginal:
         return "At the communication wall's edge"
+    if waiting is None:
+        return "Communication wall (transfer and waiting not told apart)"
     return "Communication wall, " + (
         "mostly waiting for late ranks" if waiting else "mostly data transfer"
     )
@@ -280,12 +283,20 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     scope = "step" if s.get("scope") == "steps" else "trace span per rank"
 
     comm = (s.get("exposed_transfer_ms") or 0) + (s.get("exposed_wait_ms") or 0)
-    waiting = (s.get("exposed_wait_ms") or 0) > (s.get("exposed_transfer_ms") or 0)
+    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
+    waiting = (
+        (s.get("exposed_wait_ms") or 0) > (s.get("exposed_transfer_ms") or 0) if matched else None
+    )
     head = (
         f"{_wall_words(wall, marginal, waiting)}: exposed communication is "
         f"{_f(comm)} ({_pct(exposed)}) of the {_f(step)} {scope} — "
-        f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
-        f"{_f(s.get('exposed_wait_ms'))} of waiting for late ranks; compute takes "
+        + (
+            f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
+            f"{_f(s.get('exposed_wait_ms'))} of waiting for late ranks"
+            if matched or comm <= 0
+            else "transfer or waiting for late ranks, which one rank's calls cannot tell apart"
+        )
+        + "; compute takes "
         f"{_f(s.get('tau_comp_ms'))}, {_f(s.get('compute_overlapped_ms'))} of it overlapped "
         f"with communication; idle {_f(s.get('idle_ms'))} ({_pct(shares['idle_ms'])})."
     )
@@ -302,7 +313,6 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it.",
             )
         )
-    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
     if comm > 0 and not matched:
         sentences.append(
             (

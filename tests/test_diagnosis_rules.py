@@ -38,7 +38,14 @@ def report(transfer: float, wait: float, idle: float, whatifs: list[tuple[str, f
             for k, s in sorted(whatifs, key=lambda w: -w[1])
         ],
     }
-    return {"summary": summary, "replay": replay, "run_info": {"n_steps": 1}}
+    # collectives matched across ranks (no rank charged with waiting: no culprits)
+    stragglers = {"ranks": [{"rank": 0, "wait_caused_ms": 0.0}]}
+    return {
+        "summary": summary,
+        "replay": replay,
+        "run_info": {"n_steps": 1},
+        "stragglers": stragglers,
+    }
 
 
 @pytest.mark.parametrize(
@@ -121,3 +128,14 @@ def test_late_rank_fix_on_cpu_traces_is_an_upper_estimate(device, fixes, caveat)
     rep["run_info"]["device_kind"] = device
     (line,) = [p["text"] for p in diagnose(rep)["points"] if p["topic"] == "whatif"]
     assert ("upper estimate" in line) == caveat
+
+
+def test_without_matched_collectives_the_wall_is_not_called_transfer():
+    # one rank's trace (hta_negative_queue_length_rank0of16): all exposed communication is counted
+    # as transfer because waiting cannot be measured, so the headline must not say "mostly data
+    # transfer"
+    rep = report(30.0, 0.0, 2.0, [("transfer_hidden", 30.0)])
+    del rep["stragglers"]
+    d = diagnose(rep)
+    assert d["headline"].startswith("Communication wall (transfer and waiting not told apart):")
+    assert "mostly" not in d["headline"] and "of data transfer" not in d["headline"]
