@@ -273,6 +273,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         # a wall made of both together: name the larger of the two first
         big.insert(0, max(comm_parts, key=lambda k: shares[k]))
     cause, label = CAUSES[big[0]] if big else COMPUTE
+    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
+    if cause == "bandwidth" and not matched:
+        label = "communication-bound: exposed communication, transfer and waiting not told apart"
     if marginal:
         label = (
             "at the wall's edge: transfer and waiting together pass the line, neither alone "
@@ -283,7 +286,6 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     scope = "step" if s.get("scope") == "steps" else "trace span per rank"
 
     comm = (s.get("exposed_transfer_ms") or 0) + (s.get("exposed_wait_ms") or 0)
-    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
     waiting = (
         (s.get("exposed_wait_ms") or 0) > (s.get("exposed_transfer_ms") or 0) if matched else None
     )

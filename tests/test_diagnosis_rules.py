@@ -139,3 +139,4 @@ def test_without_matched_collectives_the_wall_is_not_called_transfer():
     d = diagnose(rep)
     assert d["headline"].startswith("Communication wall (transfer and waiting not told apart):")
     assert "mostly" not in d["headline"] and "of data transfer" not in d["headline"]
+    assert "bandwidth-bound" not in d["paragraph"] and "transfer and waiting not told" in d["label"]
