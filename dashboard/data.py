@@ -74,7 +74,7 @@ def fingerprint(table: pd.DataFrame, run: str) -> tuple:
 #: Run tables and collective views computed with the report (analysis.api.Run.prepared), in
 #: the same analysis session: on a 1,024-rank run each of them alone re-runs the matching and
 #: clock fit, seconds to a minute on the first visit of its page.
-PREPARED_TABLES = ("rank_step_wait",)
+PREPARED_TABLES = ("rank_step_wait", "nccl_algorithm_choices", "collective_algorithms")
 PREPARED_VIEWS = ("instances",)
 
 
