@@ -54,6 +54,11 @@ class Prepared:
     views: dict[str, pd.DataFrame] = field(default_factory=dict)
     scenario: Scenario | None = None
     has_scenario: bool = False
+    #: Run.step_tracks of the view a timeline opens on (timeline.default_view), keyed by
+    #: (step, ranks as a tuple).
+    tracks: dict[tuple[int, tuple[int, ...]], tuple[pd.DataFrame, pd.DataFrame]] = field(
+        default_factory=dict
+    )
 
 
 class Run:
@@ -115,7 +120,8 @@ class Run:
 
     def prepared(self, tables: Sequence[str] = (), views: Sequence[str] = ()) -> Prepared:
         """The report, the run tables `tables` (names of accessors such as "rank_step_wait"),
-        the collective tables `views` (keys of COLLECTIVE_VIEWS) and the model scenario, in one
+        the collective tables `views` (keys of COLLECTIVE_VIEWS), the model scenario and the
+        timeline's opening view, in one
         analysis session: what a dashboard needs for every page of a run, for the cost of the
         report alone (each computed on its own would match and fit clocks again)."""
         with run_session(self.con, self.id):
@@ -134,6 +140,13 @@ class Run:
                 out.scenario, out.has_scenario = self.scenario(), True
             except Exception:  # noqa: BLE001
                 pass
+            opening = timeline.default_view(out.report)
+            if opening is not None:
+                step, ranks = opening
+                try:
+                    out.tracks[(step, tuple(ranks))] = self.step_tracks(step, ranks)
+                except Exception:  # noqa: BLE001
+                    pass
         return out
 
     def section(self, key: str) -> Any:

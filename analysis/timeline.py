@@ -7,12 +7,32 @@ the same clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import duckdb
 import pandas as pd
 
 from analysis import db
 from analysis.db import scalar
 from analysis.units import NS_PER_MS
+
+#: How many ranks a timeline shows before the user chooses.
+DEFAULT_RANKS = 8
+
+
+def default_view(report: Mapping[str, Any]) -> tuple[int, list[int]] | None:
+    """The step and ranks a timeline of the run opens on: its first step, and the flagged
+    stragglers first, then the lowest other ranks, DEFAULT_RANKS in all (sorted); None when
+    the report has no steps."""
+    steps = sorted({r["step"] for r in report.get("steps") or []})
+    if not steps:
+        return None
+    ranks = sorted({r["rank"] for r in report.get("ranks") or []})
+    flagged = set((report.get("stragglers") or {}).get("flagged") or [])
+    chosen = sorted(flagged)[:DEFAULT_RANKS]
+    chosen += [r for r in ranks if r not in flagged][: DEFAULT_RANKS - len(chosen)]
+    return int(steps[0]), sorted(chosen)
 
 
 def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:

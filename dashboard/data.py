@@ -98,6 +98,9 @@ def step_timeline(
     path: str, run: str, fp: tuple, step: int, ranks: tuple[int, ...]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Busy tracks and collective calls of `ranks` in `step` (analysis.timeline)."""
+    done = prepared(path, run, fp).tracks.get((step, ranks))
+    if done is not None:
+        return done
     with run_of(path, run) as r:
         return r.step_tracks(step, list(ranks))
 

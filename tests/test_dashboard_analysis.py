@@ -315,3 +315,25 @@ def test_a_run_without_steps_is_drawn_in_windows_of_its_span(unstepped):
         assert [(r, k, round(s * 1e6) + t0, round(e * 1e6) + t0) for r, k, s, e in rows] == want
     assert timeline.window_tracks(unstepped, 1, 0, 105, [1])["rank"].tolist() == [1]
     assert timeline.windows(memory_store(), 1, 4) == []  # no activity: nothing to draw
+
+
+def _rep(steps: list[int], ranks: int, flagged: list[int]) -> dict:
+    return {
+        "steps": [{"step": s} for s in steps],
+        "ranks": [{"rank": r} for r in range(ranks)],
+        "stragglers": {"flagged": flagged},
+    }
+
+
+@pytest.mark.parametrize(
+    ("report", "expected"),
+    [
+        (_rep([], 4, []), None),  # no steps: the timeline draws windows instead
+        (_rep([7, 5, 6], 4, []), (5, [0, 1, 2, 3])),  # the first step; all of 4 ranks
+        (_rep([1], 16, []), (1, [0, 1, 2, 3, 4, 5, 6, 7])),  # the lowest 8 of 16
+        (_rep([1], 16, [13]), (1, [0, 1, 2, 3, 4, 5, 6, 13])),  # the straggler, then 7 more
+        (_rep([1], 16, list(range(6, 16))), (1, list(range(6, 14)))),  # 10 flagged: 8 of them
+    ],
+)
+def test_timeline_opens_on_the_first_step_with_the_stragglers(report, expected):
+    assert timeline.default_view(report) == expected

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis import timeline
 from dashboard import charts, data, figures, session
 from dashboard.ui import md, steps_hint, table
 
-MAX_DEFAULT_RANKS = 8
+MAX_DEFAULT_RANKS = timeline.DEFAULT_RANKS
 
 #: A kind's lane is drawn when it is busy for at least this share of the step on some rank;
 #: below, its bars would be invisible slivers (the caption says what was left out).
@@ -78,10 +79,9 @@ if not steps:
     st.stop()
 
 left, right = st.columns([1, 3])
-step = left.selectbox("Step", steps, key="timeline_step")
-default = sorted(stragglers)[:MAX_DEFAULT_RANKS]
-default += [r for r in ranks if r not in stragglers][: MAX_DEFAULT_RANKS - len(default)]
-chosen = right.multiselect("Ranks", ranks, default=sorted(default), key="timeline_ranks")
+first_step, default = timeline.default_view(v.report) or (steps[0], ranks[:MAX_DEFAULT_RANKS])
+step = left.selectbox("Step", steps, index=steps.index(first_step), key="timeline_step")
+chosen = right.multiselect("Ranks", ranks, default=default, key="timeline_ranks")
 if not chosen:
     st.info("Choose at least one rank.")
     st.stop()
