@@ -143,22 +143,24 @@ JOIN _rank_domains(rid) d ON d.rank = m.rank;
 --             (see clock_offsets).
 -- Algorithm: clock_fit over the end times of the instances that are end-synchronous (all-reduce,
 -- all-gather, reduce-scatter, all-to-all, barrier), seen by >= 2 ranks, with equal sizes on all
--- ranks; then re-anchored on the domain of the lowest rank and rounded. Start times are never
--- used.
+-- ranks (min = max: one value); then re-anchored on the domain of the lowest rank and rounded.
+-- The ends are made relative to the instance's earliest end here, in the aggregate that picks
+-- the instances (_clock_fit). Start times are never used.
 CREATE OR REPLACE TEMP MACRO _clock_offsets(tbl) AS TABLE
 WITH good AS (
-    SELECT ik FROM query_table(tbl)
+    SELECT ik, min(te) AS te0 FROM query_table(tbl)
     WHERE op IN ('allreduce', 'allgather', 'reduce_scatter', 'alltoall', 'barrier')
     GROUP BY ik
     HAVING count(*) >= 2
-        AND count(DISTINCT coalesce(in_nelems, -1)) = 1
-        AND count(DISTINCT coalesce(out_nelems, -1)) = 1
-        AND count(DISTINCT coalesce(dtype, '')) = 1
+        AND min(coalesce(in_nelems, -1)) = max(coalesce(in_nelems, -1))
+        AND min(coalesce(out_nelems, -1)) = max(coalesce(out_nelems, -1))
+        AND min(coalesce(dtype, '')) = max(coalesce(dtype, ''))
 ),
 t AS (
-    SELECT x.ik AS grp, x.domain, x.te FROM query_table(tbl) x SEMI JOIN good ON x.ik = good.ik
+    SELECT x.ik AS grp, x.domain, x.te - good.te0 AS te
+    FROM query_table(tbl) x JOIN good ON x.ik = good.ik
 ),
-f AS MATERIALIZED (SELECT * FROM clock_fit(t)),
+f AS MATERIALIZED (SELECT * FROM _clock_fit(t)),
 d AS (SELECT domain, min(rank) AS first_rank FROM query_table(tbl) GROUP BY domain),
 ref AS (
     SELECT coalesce(any_value(f.offset_ns), 0) AS ref_ns
@@ -188,14 +190,16 @@ FROM query_table(m) x JOIN query_table(g) y ON y.gid = x.gid;
 --                           offset could not be estimated and is 0),
 --             residual_ns   DOUBLE: median |domain median end - all-rank median end| after
 --                           alignment (NULL when n_instances is 0).
--- Algorithm: _clock_offsets over _match_rows, by domain id, then named.
+-- Algorithm: _clock_offsets over _match_rows, by domain id, then named. One narrow copy of the
+-- calls is materialised (m; the rows _clock_offsets reads are joined from it where used).
 CREATE OR REPLACE TEMP MACRO clock_offsets(rid) AS TABLE
 WITH rd AS MATERIALIZED (SELECT * FROM _rank_domains(rid)),
 m AS MATERIALIZED (
-    SELECT x.*, rd.did FROM _match_rows(rid) x JOIN rd ON rd.rank = x.rank
+    SELECT x.ik, x.gid, x.rank, rd.did, x.in_nelems, x.out_nelems, x.dtype, x.te
+    FROM _match_rows(rid) x JOIN rd ON rd.rank = x.rank
 ),
 g AS MATERIALIZED (SELECT * FROM _match_groups(rid)),
-fr AS (SELECT * FROM _fit_rows(m, g)),
+fr AS NOT MATERIALIZED (SELECT * FROM _fit_rows(m, g)),
 o AS (SELECT * FROM _clock_offsets(fr))
 SELECT n.domain, n.host, n.ranks, o.offset_ns, o.n_instances, o.residual_ns
 FROM o
