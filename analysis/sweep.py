@@ -6,7 +6,10 @@ decomposition.sql (timeline_parts, the same two scopes, with the wait intervals)
 operator time of operator_compute.sql. On a large run each of those sweeps sorts millions of
 interval ends again. A run's analysis session (analysis/session.py) computes them all from one
 pass instead: the ends of every timeline activity, wait interval and step window of the run,
-sorted by (rank, time) once, with running depths per kind (cumulative sums). Between two
+sorted by (rank, time) once, with running depths per kind (cumulative sums). DuckDB groups the
+intervals by rank (a sort on the rank alone); numpy makes the two ends of each and sorts them
+by time, a batch of whole ranks at a time (nearly sorted already: cheaper than sorting every
+end in the database). Between two
 consecutive ends of a rank the depths are constant, so each such segment is credited, with its
 length, to every figure whose condition holds there (the conditions of timeline_cover and
 timeline_parts, verbatim) and to the step window open over it. Clipping to a window and then
@@ -29,15 +32,16 @@ import pyarrow as pa
 #: Event codes of the sweep: the kind of interval an end belongs to.
 _COMPUTE, _COMM, _MEMORY, _WAIT, _OPERATOR, _WINDOW = range(6)
 
-#: The ends of every interval of run $rid, sorted by (rank, time): timeline activities (operator
-#: activities, operator_compute.sql's _is_operator, as their own code: they are compute too),
-#: wait intervals of decomposition.sql and step windows (their index in `_WINDOWS_SQL` order).
-_EVENTS_SQL = f"""
+#: Every interval of run $rid, grouped by rank (ORDER BY rank only: the ends are sorted by time
+#: in numpy, `_ends`): timeline activities (operator activities, operator_compute.sql's
+#: _is_operator, as their own code: they are compute too), wait intervals of decomposition.sql
+#: and step windows (wid: their index in `_WINDOWS_SQL` order; 0 for the others).
+_INTERVALS_SQL = f"""
 WITH w AS (
     SELECT rank, ts, dur, (row_number() OVER (ORDER BY rank, ts, step))::BIGINT AS wid
     FROM step_windows($rid)
-),
-a AS (
+)
+SELECT rank, ts, dur, code, wid FROM (
     SELECT rank, ts, dur,
         CASE
             WHEN _is_operator(kind, cat, name) THEN {_OPERATOR}
@@ -52,15 +56,10 @@ a AS (
     UNION ALL
     SELECT rank, ts, dur, {_WINDOW}::TINYINT, wid FROM w WHERE dur > 0
 )
-SELECT rank, t, code, d, wid FROM (
-    SELECT rank, ts AS t, code, 1::TINYINT AS d, wid FROM a
-    UNION ALL
-    SELECT rank, ts + dur, code, -1::TINYINT, -wid FROM a
-)
-ORDER BY rank, t
+ORDER BY rank
 """
 
-#: The step windows of run $rid in the order that numbers them in `_EVENTS_SQL` (1-based).
+#: The step windows of run $rid in the order that numbers them in `_INTERVALS_SQL` (1-based).
 _WINDOWS_SQL = "SELECT rank, step, ts, dur FROM step_windows($rid) ORDER BY rank, ts, step"
 
 #: Figures measured per scope, in the column order of the tables `sweep` returns: timeline_cover's
@@ -152,24 +151,56 @@ def _group_sums(keys: np.ndarray, length: np.ndarray, groups: int) -> np.ndarray
     return sums.reshape(groups, _STATES)
 
 
+def _order(rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The permutation that sorts ends by (rank, time): one stable argsort of a combined int64
+    key when the ranks and times of the chunk span fit in one, else a lexsort."""
+    if not len(t):
+        return np.zeros(0, dtype=np.intp)
+    r0, t0 = int(rank.min()), int(t.min())
+    rs, tsp = int(rank.max()) - r0 + 1, int(t.max()) - t0 + 1
+    if rs * tsp < 2**62:
+        key = (rank.astype(np.int64) - r0) * tsp + (t - t0)
+        return np.argsort(key, kind="stable")
+    return np.lexsort((t, rank))
+
+
+def _ends(iv: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The two ends of every interval of whole ranks, sorted by (rank, time): rank, t, code,
+    d (+1 at a start, -1 at an end) and wid (a window's id at its start, minus it at its end).
+    Ends of one rank at one time may come in any order: the segments between them are empty."""
+    n = len(iv["ts"])
+    t = np.concatenate([iv["ts"], iv["ts"] + iv["dur"]])
+    order = _order(np.concatenate([iv["rank"], iv["rank"]]), t)
+    is_end = order >= n
+    j = order - n * is_end  # the interval of each end
+    sign = 1 - 2 * is_end.astype(np.int32)
+    return {
+        "rank": iv["rank"][j],
+        "t": t[order],
+        "code": iv["code"][j],
+        "d": sign,
+        "wid": iv["wid"][j] * sign,
+    }
+
+
 def _chunk(ev: dict[str, np.ndarray], per_win: np.ndarray) -> tuple[np.ndarray, ...]:
     """The figures of whole ranks of events (sorted by rank, time): adds each window's figures
     to `per_win` (window index - 1); returns (ranks, span_ns or -1, figures per rank)."""
-    rank, t, code = ev["rank"], ev["t"], ev["code"]
-    d = ev["d"].astype(np.int32)
+    rank, t, code, d = ev["rank"], ev["t"], ev["code"], ev["d"]
     n = len(t)
     new_rank = np.r_[True, rank[1:] != rank[:-1]]
     length = np.zeros(n, dtype=np.int64)
-    length[:-1] = np.where(new_rank[1:], 0, t[1:] - t[:-1])  # a rank's last end closes nothing
+    length[:-1] = np.where(new_rank[1:], 0, np.diff(t))  # a rank's last end closes nothing
 
-    def depth(*codes: int) -> np.ndarray:
-        return np.cumsum(np.where(np.isin(code, codes), d, 0), dtype=np.int32)
+    def depth(code_: int) -> np.ndarray:
+        return np.cumsum(np.where(code == code_, d, 0), dtype=np.int32)
 
-    m, w = depth(_COMM), depth(_WAIT)
-    o = depth(_OPERATOR)
-    state = (depth(_COMPUTE, _OPERATOR) > 0).astype(np.int64) * _C
-    state |= (m > 0) * _M | (w > 0) * _W | (depth(_MEMORY) > 0) * _Y | (m > w) * _M_GT_W
-    state |= (o > 0) * _O
+    def bit(on: np.ndarray, b: int) -> np.ndarray:
+        return on.view(np.uint8) * np.uint8(b)
+
+    m, w, o = depth(_COMM), depth(_WAIT), depth(_OPERATOR)
+    state = bit(depth(_COMPUTE) + o > 0, _C) | bit(m > 0, _M) | bit(w > 0, _W)
+    state |= bit(depth(_MEMORY) > 0, _Y) | bit(m > w, _M_GT_W) | bit(o > 0, _O)
 
     starts = np.flatnonzero(new_rank)
     local = np.cumsum(new_rank) - 1
@@ -195,7 +226,7 @@ def _chunk(ev: dict[str, np.ndarray], per_win: np.ndarray) -> tuple[np.ndarray, 
     return rank[starts], span, per_rank
 
 
-#: Events fetched per batch; a batch's last rank waits for the next batch.
+#: Intervals fetched per batch; a batch's last rank waits for the next batch.
 _BATCH = 1 << 20
 
 
@@ -209,20 +240,20 @@ def sweep(con: duckdb.DuckDBPyConnection, rid: int) -> Sweep | None:
     if not _disjoint(wins):
         return None
     per_win = np.zeros((len(wins["rank"]), len(FIGURES)), dtype=np.int64)
-    reader = con.sql(_EVENTS_SQL, params={"rid": rid}).to_arrow_reader(_BATCH)
+    reader = con.sql(_INTERVALS_SQL, params={"rid": rid}).to_arrow_reader(_BATCH)
     out: list[tuple[np.ndarray, ...]] = []
     held: dict[str, np.ndarray] | None = None
     for batch in reader:
-        cols = {k: batch.column(k).to_numpy() for k in ("rank", "t", "code", "d", "wid")}
+        cols = {k: batch.column(k).to_numpy() for k in ("rank", "ts", "dur", "code", "wid")}
         if held is not None:
             cols = {k: np.concatenate([held[k], cols[k]]) for k in cols}
         r = cols["rank"]
         cut = int(np.searchsorted(r, r[-1])) if len(r) else 0  # start of the last rank
         held = {k: v[cut:] for k, v in cols.items()}
         if cut:
-            out.append(_chunk({k: v[:cut] for k, v in cols.items()}, per_win))
-    if held is not None and len(held["t"]):
-        out.append(_chunk(held, per_win))
+            out.append(_chunk(_ends({k: v[:cut] for k, v in cols.items()}), per_win))
+    if held is not None and len(held["ts"]):
+        out.append(_chunk(_ends(held), per_win))
     ranks = np.concatenate([o[0] for o in out]) if out else np.zeros(0, np.int32)
     span = np.concatenate([o[1] for o in out]) if out else np.zeros(0, np.int64)
     per_rank = np.concatenate([o[2] for o in out]) if out else np.zeros((0, len(FIGURES)), np.int64)
