@@ -54,8 +54,8 @@ class Prepared:
     views: dict[str, pd.DataFrame] = field(default_factory=dict)
     scenario: Scenario | None = None
     has_scenario: bool = False
-    #: Run.step_tracks of the view a timeline opens on (timeline.default_view), keyed by
-    #: (step, ranks as a tuple).
+    #: Run.step_tracks of the views a timeline opens on and flips to first
+    #: (timeline.prepared_views), keyed by (step, ranks as a tuple).
     tracks: dict[tuple[int, tuple[int, ...]], tuple[pd.DataFrame, pd.DataFrame]] = field(
         default_factory=dict
     )
@@ -140,13 +140,11 @@ class Run:
                 out.scenario, out.has_scenario = self.scenario(), True
             except Exception:  # noqa: BLE001
                 pass
-            opening = timeline.default_view(out.report)
-            if opening is not None:
-                step, ranks = opening
+            for step, ranks in timeline.prepared_views(out.report):
                 try:
                     out.tracks[(step, tuple(ranks))] = self.step_tracks(step, ranks)
                 except Exception:  # noqa: BLE001
-                    pass
+                    break
         return out
 
     def section(self, key: str) -> Any:

@@ -35,6 +35,20 @@ def default_view(report: Mapping[str, Any]) -> tuple[int, list[int]] | None:
     return int(steps[0]), sorted(chosen)
 
 
+#: How many steps (from the first) a front end prepares with the opening view's ranks.
+PREPARED_STEPS = 16
+
+
+def prepared_views(report: Mapping[str, Any]) -> list[tuple[int, list[int]]]:
+    """The (step, ranks) views worth computing ahead: the opening view's ranks in each of the
+    first PREPARED_STEPS steps (flipping through steps is what a user does first)."""
+    opening = default_view(report)
+    if opening is None:
+        return []
+    steps = sorted({r["step"] for r in report.get("steps") or []})
+    return [(int(s), opening[1]) for s in steps[:PREPARED_STEPS]]
+
+
 def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:
     """The earliest aligned window start (ns) of step `step`; None if no rank has it."""
     return scalar(con, "SELECT origin_ns FROM step_origin(?, ?)", [rid, step])

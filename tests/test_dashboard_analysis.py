@@ -337,3 +337,11 @@ def _rep(steps: list[int], ranks: int, flagged: list[int]) -> dict:
 )
 def test_timeline_opens_on_the_first_step_with_the_stragglers(report, expected):
     assert timeline.default_view(report) == expected
+
+
+def test_timeline_prepares_the_first_steps_with_the_opening_ranks():
+    many = _rep(list(range(40, 0, -1)), 16, [13])
+    views = timeline.prepared_views(many)
+    assert [s for s, _ in views] == list(range(1, timeline.PREPARED_STEPS + 1))
+    assert all(r == [0, 1, 2, 3, 4, 5, 6, 13] for _, r in views)
+    assert timeline.prepared_views(_rep([], 4, [])) == []
