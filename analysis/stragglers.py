@@ -51,7 +51,7 @@ def straggler_steps(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
     return con.execute("SELECT * FROM straggler_steps(?)", [rid]).df()
 
 
-def _describe(r: pd.Series) -> str:
+def _describe(r: pd.Series, ranks: pd.DataFrame) -> str:
     host = f" (host {r['host']})" if isinstance(r["host"], str) else ""
     if r["kind"] == "compute":
         why = (
@@ -69,7 +69,8 @@ def _describe(r: pd.Series) -> str:
         f"rank {r['rank']}{host}, {why}; arrives last in {r['n_last']}/{r['n_instances']}"
         f" collectives ({100 * r['late_fraction']:.0f}%) and causes "
         f"{100 * _num(r.get('mean_share')):.0f}% of the waiting on average over "
-        f"{int(_num(r.get('n_units')))} units (t = {_fmt(r.get('consistency_t'))}); median "
+        f"{int(_num(r.get('n_units')))} units ({_total_share(ranks, r)} of all of it; t = "
+        f"{_fmt(r.get('consistency_t'))}); median "
         f"{r['excess_ns'] / NS_PER_MS:.3f} ms later than the median rank; the others waited "
         f"{r['caused_ns'] / NS_PER_MS:.1f} ms for it ({100 * r['cost_share']:.0f}% of their time)"
     )
@@ -81,16 +82,24 @@ def verdict(ranks: pd.DataFrame) -> str:
         return "not applicable: no collective synchronises two or more ranks"
     flagged = ranks[ranks["flagged"]]
     if not flagged.empty:
-        return "straggler: " + "; ".join(_describe(r) for _, r in flagged.iterrows())
+        return "straggler: " + "; ".join(_describe(r, ranks) for _, r in flagged.iterrows())
     top = ranks.loc[ranks["caused_ns"].idxmax()]
     return (
         f"none: no rank causes more than its fair share (1/{len(ranks)}) of the waiting "
         f"consistently; the most, rank {top['rank']}, causes "
         f"{100 * _num(top.get('mean_share')):.0f}% on average over "
-        f"{int(_num(top.get('n_units')))} units (t = {_fmt(top.get('consistency_t'))}, flagged "
+        f"{int(_num(top.get('n_units')))} units ({_total_share(ranks, top)} of all the "
+        f"waiting; t = {_fmt(top.get('consistency_t'))}, flagged "
         f"from {STRAGGLER_MIN_T:g}), last in {top['n_last']}/{top['n_instances']}, "
         f"{100 * _num(top['cost_share']):.1f}% of all ranks' time"
     )
+
+
+def _total_share(ranks: pd.DataFrame, r: pd.Series) -> str:
+    """The rank's share of all the waiting of the run (the diagnosis's figure), beside the mean
+    share per unit that the flag rule tests: a few long waits weigh more in the total."""
+    total = _num(ranks["caused_ns"].sum())
+    return f"{100 * _num(r['caused_ns']) / total:.0f}%" if total > 0 else "n/a"
 
 
 def _num(v: float | None) -> float:

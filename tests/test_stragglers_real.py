@@ -131,3 +131,8 @@ def test_dlrm_report_verdict(con):
     s = stragglers_section(con, run_id(con, "dlrm_8rank"))
     assert s["flagged"] == []
     assert "rank 7" in s["verdict"] and "5/8" in s["verdict"]
+    # beside the mean share per instance, rank 7's share of all the waiting, the diagnosis's
+    # figure: its wait_caused over the sum of every rank's (the charges add up to the total wait)
+    caused = {r["rank"]: r["wait_caused_ms"] for r in s["ranks"]}
+    total_share = 100 * caused[7] / sum(caused.values())
+    assert f"({total_share:.0f}% of all the waiting;" in s["verdict"]
