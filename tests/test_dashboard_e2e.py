@@ -46,18 +46,20 @@ VIEWPORT = {"width": 1280, "height": 800}
 
 
 def cli_json(*args: str) -> object:
-    """`commwall … --format json` against a store the server may be touching: retried while
-    the server holds the file for a moment."""
-    for _ in range(50):
+    """`commwall … --format json` against a store the server may be touching: retried for up
+    to a minute while the server holds the file (a lock conflict, or the CLI's "the store is in
+    use by <the server>" while a page computes a run's report and tables)."""
+    deadline = time.monotonic() + 60
+    while True:
         p = subprocess.run(
             [*commwall_cmd(), *args, "--format", "json"], capture_output=True, text=True
         )
         if p.returncode == 0:
             return json.loads(p.stdout)
-        if "lock" not in p.stderr:
+        busy = "lock" in p.stderr or "the store is in use by" in p.stderr
+        if not busy or time.monotonic() > deadline:
             raise AssertionError(p.stderr)
         time.sleep(0.2)
-    raise AssertionError(p.stderr)
 
 
 @pytest.fixture(scope="module")
