@@ -121,9 +121,9 @@ class Run:
     def prepared(self, tables: Sequence[str] = (), views: Sequence[str] = ()) -> Prepared:
         """The report, the run tables `tables` (names of accessors such as "rank_step_wait"),
         the collective tables `views` (keys of COLLECTIVE_VIEWS), the model scenario and the
-        timeline's opening view, in one
-        analysis session: what a dashboard needs for every page of a run, for the cost of the
-        report alone (each computed on its own would match and fit clocks again)."""
+        timeline's first views (timeline.prepared_views), in one analysis session: what a
+        dashboard needs for every page of a run, for little more than the cost of the report
+        (each computed on its own would match collectives and fit clocks again)."""
         with run_session(self.con, self.id):
             out = Prepared(report=self.report())
             for name in tables:
