@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,9 +195,29 @@ def test_read_commands_say_the_store_is_busy(tmp_path, db, capsys) -> None:
     copy.write_bytes(db.read_bytes())
     hold = _hold(copy)
     try:
-        rc = main(["runs", "--db", str(copy)])
+        rc = main(["runs", "--db", str(copy), "--wait", "0"])
     finally:
         hold.stdin.close()
         hold.wait(10)
     err = capsys.readouterr().err
     assert rc == 2 and f"in use by process {hold.pid}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["runs"], ["report", "--run", "r", "--format", "json"]])
+def test_read_commands_wait_for_a_store_that_is_released(tmp_path, db, capsys, command) -> None:
+    # the dashboard holds the store while it computes a run's report; a reading command waits
+    # for it (60 s by default) as `commwall ingest` does, instead of failing at once
+    copy = tmp_path / "r.duckdb"
+    copy.write_bytes(db.read_bytes())
+    hold = _hold(copy)
+    release = threading.Timer(1.5, lambda: (hold.stdin.close(), hold.wait(10)))
+    release.start()
+    try:
+        t = time.monotonic()
+        rc = main([command[0], "--db", str(copy), *command[1:]])
+        waited = time.monotonic() - t
+    finally:
+        release.join()
+    err = capsys.readouterr().err
+    assert rc == 0 and waited >= 1.0
+    assert f"in use by process {hold.pid}" in err and "waiting up to 60 s" in err

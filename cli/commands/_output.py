@@ -26,6 +26,21 @@ def add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="DuckDB store file")
 
 
+#: The longest --wait accepted, in seconds (a day).
+MAX_WAIT_S = 86400.0
+
+
+def seconds(text: str) -> float:
+    """--wait: 0 to 86,400 seconds."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (0 <= v <= MAX_WAIT_S):  # False for NaN
+        raise argparse.ArgumentTypeError(f"needs 0 to {MAX_WAIT_S:.0f} seconds: {text!r}")
+    return v
+
+
 def emit_json(obj: Any) -> None:
     """Pretty JSON on stdout."""
     json.dump(obj, sys.stdout, indent=2, default=str)

@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Callable
 
 from analysis import db
-from analysis.api import Store
-from cli.commands._output import add_db, add_format, emit_json, error, fmt_table
+from cli.commands._output import add_format, emit_json, error, fmt_table
+from cli.commands._store import add_read_db, open_store
 
 Renderer = Callable[[dict, Callable], str]
 
@@ -23,7 +23,7 @@ def add_section_command(
     """Register `commwall NAME --db F --run R [--format text|json]` printing the report's
     `section` (a key of analysis.report.SECTIONS) as JSON or as `render`'s text."""
     p = sub.add_parser(name, help=help_text, description=description)
-    add_db(p)
+    add_read_db(p)
     p.add_argument("--run", required=True, help="run name")
     add_format(p, ("text", "json"))
     p.set_defaults(func=lambda args: print_section(args, section, render))
@@ -33,7 +33,7 @@ def print_section(args: argparse.Namespace, section: str, render: Renderer) -> i
     """Print the section of run `args.run` in `args.format`; exit status 2 when the store or
     the run does not exist."""
     try:
-        with Store(args.db) as store:
+        with open_store(args) as store:
             value = store.run(args.run).section(section)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))

@@ -8,9 +8,8 @@ import json
 import pandas as pd
 
 from analysis import db
-from analysis.api import COLLECTIVE_VIEWS, Store
+from analysis.api import COLLECTIVE_VIEWS
 from cli.commands._output import (
-    add_db,
     add_format,
     emit_csv,
     emit_json,
@@ -18,6 +17,7 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
+from cli.commands._store import add_read_db, open_store
 
 #: Columns shown by the text format (json and csv give every column).
 TEXT_COLUMNS = {
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(--view instances); or one row per rank and instance (ranks), per op (ops), the "
         "clock offset per host (clock), or the instances that did not match cleanly (problems).",
     )
-    add_db(p)
+    add_read_db(p)
     p.add_argument("--run", required=True, help="run name")
     p.add_argument(
         "--view", choices=tuple(COLLECTIVE_VIEWS), default="instances", help="what to list"
@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the chosen view."""
     try:
-        with Store(args.db) as store:
+        with open_store(args) as store:
             df = store.run(args.run).collective_table(args.view)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))

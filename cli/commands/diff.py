@@ -8,10 +8,8 @@ import json
 import pandas as pd
 
 from analysis import db
-from analysis.api import Store
 from analysis.diff import TABLES, regressions
 from cli.commands._output import (
-    add_db,
     add_format,
     emit_csv,
     emit_json,
@@ -20,6 +18,7 @@ from cli.commands._output import (
     fmt_table,
     note,
 )
+from cli.commands._store import add_read_db, open_store
 
 #: Titles of the tables in the text format (step_samples is left out there).
 TITLES = {
@@ -47,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--fail-if-slower PCT the exit status is 1 when a run's step time regressed by more "
         "than PCT percent beyond noise (a CI gate).",
     )
-    add_db(p)
+    add_read_db(p)
     p.add_argument("runs", nargs="+", metavar="RUN", help="runs; the first is the baseline")
     p.add_argument(
         "--table", choices=("all", *TABLES), default="all", help="only this table (default all)"
@@ -74,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if len(set(args.runs)) != len(args.runs):
         return error(f"a run is named twice: {args.runs}")
     try:
-        with Store(args.db) as store:
+        with open_store(args) as store:
             tables = store.diff(*args.runs)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))

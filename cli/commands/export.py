@@ -12,7 +12,8 @@ from pathlib import Path
 
 from analysis import db
 from analysis.api import Store
-from cli.commands._output import add_db, error, printable
+from cli.commands._output import error, printable
+from cli.commands._store import add_read_db, open_store
 
 FORMATS = ("html", "md", "perfetto")
 
@@ -28,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "writes all ranks on one aligned timeline as Chrome-trace JSON (gzipped when --out "
         "ends in .gz). The format follows --format, else the --out extension.",
     )
-    add_db(p)
+    add_read_db(p)
     p.add_argument("--run", required=True, help="run name")
     p.add_argument("--out", required=True, help="output file (.html, .md, .json[.gz]); - stdout")
     p.add_argument("--format", choices=FORMATS, help="output format")
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.diff == args.run:
         return error("--diff names the run itself; give the baseline run to compare with")
     try:
-        store = Store(args.db)
+        store = open_store(args)
     except FileNotFoundError as e:
         return error(str(e))
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 from tqdm import tqdm
 
-from cli.commands._output import add_db, error, note, printable
+from cli.commands._output import add_db, error, note, printable, seconds
 from ingest import discover, store
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
@@ -109,11 +109,6 @@ def _number(text: str, ok: Callable[[float], bool], needs: str) -> float:
 def gigabytes(text: str) -> float:
     """--max-file-size: a positive number of GB, at most MAX_GB."""
     return _number(text, lambda v: 0 < v <= MAX_GB, f"a number of GB above 0, at most {MAX_GB:g}")
-
-
-def seconds(text: str) -> float:
-    """--wait: 0 to 86,400 seconds."""
-    return _number(text, lambda v: 0 <= v <= 86400, "0 to 86400 seconds")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,9 +7,7 @@ import argparse
 import pandas as pd
 
 from analysis import db
-from analysis.api import Store
 from cli.commands._output import (
-    add_db,
     add_format,
     emit_csv,
     emit_json,
@@ -17,6 +15,7 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
+from cli.commands._store import add_read_db, open_store
 from cli.text_report import render_text
 
 
@@ -28,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="τ_comp, τ_comm, overlap, η, γ, exposed communication and idle time per "
         "rank and step, and every later section (NCCL, stragglers, collectives, model).",
     )
-    add_db(p)
+    add_read_db(p)
     p.add_argument("--run", required=True, help="run name")
     add_format(p)
     p.set_defaults(func=run)
@@ -37,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the report."""
     try:
-        with Store(args.db) as store:
+        with open_store(args) as store:
             report = store.run(args.run).report()
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))

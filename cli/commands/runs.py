@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.api import Store
 from cli.commands._output import (
-    add_db,
     add_format,
     emit_csv,
     emit_json,
@@ -14,12 +12,13 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
+from cli.commands._store import add_read_db, open_store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser("runs", help="list the runs in a store", description="List stored runs.")
-    add_db(p)
+    add_read_db(p)
     add_format(p)
     p.set_defaults(func=run)
 
@@ -27,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the runs table."""
     try:
-        with Store(args.db) as store:
+        with open_store(args) as store:
             df = store.runs()
     except FileNotFoundError as e:
         return error(str(e))
