@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,17 +30,36 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
 #: The longest --wait accepted, in seconds (a day).
 MAX_WAIT_S = 86400.0
+#: How long a command waits for a store another process holds, by default.
+WAIT_S = 60.0
+
+
+def number(text: str, ok: Callable[[float], bool], needs: str) -> float:
+    """A finite number for which `ok` holds, or argparse's error saying what it `needs`."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and ok(v)):
+        raise argparse.ArgumentTypeError(f"needs {needs}: {text!r}")
+    return v
 
 
 def seconds(text: str) -> float:
     """--wait: 0 to 86,400 seconds."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = float("nan")
-    if not (0 <= v <= MAX_WAIT_S):  # False for NaN
-        raise argparse.ArgumentTypeError(f"needs 0 to {MAX_WAIT_S:.0f} seconds: {text!r}")
-    return v
+    return number(text, lambda v: 0 <= v <= MAX_WAIT_S, f"0 to {MAX_WAIT_S:.0f} seconds")
+
+
+def add_wait(p: argparse.ArgumentParser) -> None:
+    """The shared `--wait SECONDS` option of the commands that open a store."""
+    p.add_argument(
+        "--wait",
+        type=seconds,
+        default=WAIT_S,
+        metavar="SECONDS",
+        help="while another process has the store open (an ingest, the dashboard computing a "
+        f"report), wait this long for it (default {WAIT_S:g})",
+    )
 
 
 def emit_json(obj: Any) -> None:

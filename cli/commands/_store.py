@@ -7,32 +7,21 @@ import argparse
 import time
 
 from analysis.api import Store
-from cli.commands._output import add_db, note, seconds
+from cli.commands._output import add_db, add_wait, note
 from ingest.store import RETRY_S, lock_holder
-
-#: How long a reading command waits for the store by default, as `commwall ingest` does.
-WAIT_S = 60.0
 
 
 def add_read_db(p: argparse.ArgumentParser) -> None:
     """`--db FILE` and `--wait SECONDS` of the commands that read a store."""
     add_db(p)
-    p.add_argument(
-        "--wait",
-        type=seconds,
-        default=WAIT_S,
-        metavar="SECONDS",
-        help="while another process has the store open (an ingest, the dashboard computing a "
-        f"report), wait this long for it (default {WAIT_S:g})",
-    )
+    add_wait(p)
 
 
 def open_store(args: argparse.Namespace) -> Store:
     """The store `args.db`, waiting up to `args.wait` seconds while another process holds it
     (saying once, on stderr, who holds it); after that the lock error is raised, and the CLI
     names the holder (_output.unexpected)."""
-    wait = float(getattr(args, "wait", 0.0))
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + args.wait
     told = False
     while True:
         try:
@@ -42,6 +31,6 @@ def open_store(args: argparse.Namespace) -> Store:
             if holder is None or time.monotonic() >= deadline:
                 raise
             if not told:
-                note(f"{args.db} is in use by {holder}; waiting up to {wait:g} s for it")
+                note(f"{args.db} is in use by {holder}; waiting up to {args.wait:g} s for it")
                 told = True
             time.sleep(RETRY_S)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import duckdb
 from tqdm import tqdm
 
-from cli.commands._output import add_db, error, note, printable, seconds
+from cli.commands._output import add_db, add_wait, error, note, number, printable
 from ingest import discover, store
 from ingest.errors import IngestError
 from ingest.options import ParseOptions
@@ -80,13 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="processes that parse: N files at once, or one large file in N pieces at once "
         "(default 0: as many as there are cores, for 64 MB of files or more; 1: this process)",
     )
-    p.add_argument(
-        "--wait",
-        type=seconds,
-        default=60.0,
-        metavar="SECONDS",
-        help="while another process has the store open, wait this long for it (default 60)",
-    )
+    add_wait(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -95,20 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 MAX_GB = 1e6
 
 
-def _number(text: str, ok: Callable[[float], bool], needs: str) -> float:
-    """A finite number for which `ok` holds, or argparse's error saying what it `needs`."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and ok(v)):
-        raise argparse.ArgumentTypeError(f"needs {needs}: {text!r}")
-    return v
-
-
 def gigabytes(text: str) -> float:
     """--max-file-size: a positive number of GB, at most MAX_GB."""
-    return _number(text, lambda v: 0 < v <= MAX_GB, f"a number of GB above 0, at most {MAX_GB:g}")
+    return number(text, lambda v: 0 < v <= MAX_GB, f"a number of GB above 0, at most {MAX_GB:g}")
 
 
 def run(args: argparse.Namespace) -> int:
