@@ -21,18 +21,21 @@ from analysis.units import NS_PER_MS
 DEFAULT_RANKS = 8
 
 
-def default_view(report: Mapping[str, Any]) -> tuple[int, list[int]] | None:
-    """The step and ranks a timeline of the run opens on: its first step, and the flagged
-    stragglers first, then the lowest other ranks, DEFAULT_RANKS in all (sorted); None when
-    the report has no steps."""
-    steps = sorted({r["step"] for r in report.get("steps") or []})
-    if not steps:
-        return None
+def default_ranks(report: Mapping[str, Any]) -> list[int]:
+    """The ranks a timeline of the run shows before the user chooses: the flagged stragglers
+    first, then the lowest other ranks, DEFAULT_RANKS in all (sorted)."""
     ranks = sorted({r["rank"] for r in report.get("ranks") or []})
     flagged = set((report.get("stragglers") or {}).get("flagged") or [])
     chosen = sorted(flagged)[:DEFAULT_RANKS]
     chosen += [r for r in ranks if r not in flagged][: DEFAULT_RANKS - len(chosen)]
-    return int(steps[0]), sorted(chosen)
+    return sorted(chosen)
+
+
+def default_view(report: Mapping[str, Any]) -> tuple[int, list[int]] | None:
+    """The step and ranks a timeline of the run opens on: its first step and default_ranks;
+    None when the report has no steps."""
+    steps = _steps(report)
+    return (steps[0], default_ranks(report)) if steps else None
 
 
 #: How many steps (from the first) a front end prepares with the opening view's ranks.
@@ -42,11 +45,13 @@ PREPARED_STEPS = 16
 def prepared_views(report: Mapping[str, Any]) -> list[tuple[int, list[int]]]:
     """The (step, ranks) views worth computing ahead: the opening view's ranks in each of the
     first PREPARED_STEPS steps (flipping through steps is what a user does first)."""
-    opening = default_view(report)
-    if opening is None:
-        return []
-    steps = sorted({r["step"] for r in report.get("steps") or []})
-    return [(int(s), opening[1]) for s in steps[:PREPARED_STEPS]]
+    ranks = default_ranks(report)
+    return [(s, ranks) for s in _steps(report)[:PREPARED_STEPS]]
+
+
+def _steps(report: Mapping[str, Any]) -> list[int]:
+    """The run's step numbers, ascending."""
+    return sorted({int(r["step"]) for r in report.get("steps") or []})
 
 
 def step_origin(con: duckdb.DuckDBPyConnection, rid: int, step: int) -> int | None:

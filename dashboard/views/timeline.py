@@ -79,9 +79,10 @@ if not steps:
     st.stop()
 
 left, right = st.columns([1, 3])
-first_step, default = timeline.default_view(v.report) or (steps[0], ranks[:MAX_DEFAULT_RANKS])
-step = left.selectbox("Step", steps, index=steps.index(first_step), key="timeline_step")
-chosen = right.multiselect("Ranks", ranks, default=default, key="timeline_ranks")
+step = left.selectbox("Step", steps, key="timeline_step")
+chosen = right.multiselect(
+    "Ranks", ranks, default=timeline.default_ranks(v.report), key="timeline_ranks"
+)
 if not chosen:
     st.info("Choose at least one rank.")
     st.stop()
