@@ -197,16 +197,16 @@ def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
 
 def _cpu_straggler_caveat(report: Mapping[str, Any], shown: list[Mapping[str, Any]]) -> str:
     """On CPU traces the replay's late-rank fix is optimistic: it keeps the other ranks' compute
-    as measured while they waited, when no collective of theirs could progress and compete with
-    it for their cores; with the late rank on time, their transfers overlap their compute again
-    (docs/diagnosis.md: pairs made with and without a straggler, 0-17 % faster compute)."""
+    as measured while the late rank was held up, when they had the host's cores and memory to
+    themselves; with the late rank on time they compute beside it, slower (docs/diagnosis.md:
+    pairs made with and without a straggler, the others 4-17 % faster in the straggler run)."""
     if (report.get("run_info") or {}).get("device_kind") != "cpu":
         return ""
     if not any(w["key"] == "straggler_fixed" for w in shown):
         return ""
     return (
-        " On CPU traces the late-rank fix is an upper estimate: while they waited, the other "
-        "ranks computed with no collective competing for their cores."
+        " On CPU traces the late-rank fix is an upper estimate: while the late rank was held up, "
+        "the others had the host's cores and memory to themselves and computed faster."
     )
 
 
