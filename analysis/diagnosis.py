@@ -59,15 +59,14 @@ def _pct(x: float | None) -> str:
 def _culprits(report: Mapping[str, Any]) -> list[dict]:
     """Ranks causing the waiting, largest share first (share >= 10% of all waiting)."""
     ranks = (report.get("stragglers") or {}).get("ranks") or []
-    total = sum(r.get("wait_caused_ms") or 0 for r in ranks)
-    if total <= 0:
+    if not any(r.get("share_of_wait") for r in ranks):
         return []
     decomp = {r["rank"]: r for r in (report.get("decomposition") or {}).get("ranks") or []}
     idles = [r.get("idle_ms") or 0 for r in decomp.values()]
     med_idle = median(idles) if idles else None
     out: list[dict] = []
     for r in sorted(ranks, key=lambda r: -(r.get("wait_caused_ms") or 0)):
-        share = (r.get("wait_caused_ms") or 0) / total
+        share = r.get("share_of_wait") or 0.0
         if share < 0.10 or len(out) >= 2:
             break
         ratio = r.get("compute_ratio")

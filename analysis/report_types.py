@@ -106,6 +106,7 @@ class StragglerRank(TypedDict, total=False):
     lateness_ms: float
     wait_ms: float
     wait_caused_ms: float
+    share_of_wait: float | None  # of all the waiting of the run (None when nobody waited)
     cost_share: float
     excess_ms: float
     delay_ms: float

@@ -38,6 +38,7 @@ _RANK_KEYS = {
     "n_units": "n_units",
     "consistency_t": "consistency_t",
     "delay_ms": "delay_ns",
+    "share_of_wait": "share_of_wait",
 }
 
 
@@ -95,11 +96,19 @@ def verdict(ranks: pd.DataFrame) -> str:
     )
 
 
-def _total_share(ranks: pd.DataFrame, r: pd.Series) -> str:
-    """The rank's share of all the waiting of the run (the diagnosis's figure), beside the mean
-    share per unit that the flag rule tests: a few long waits weigh more in the total."""
+def wait_shares(ranks: pd.DataFrame) -> pd.Series:
+    """Each rank's share of all the waiting of the run (caused / the sum over ranks; NaN when
+    nobody caused any): the figure the diagnosis and the verdict quote, beside the mean share
+    per unit that the flag rule tests (a few long waits weigh more in the total)."""
     total = _num(ranks["caused_ns"].sum())
-    return f"{100 * _num(r['caused_ns']) / total:.0f}%" if total > 0 else "n/a"
+    if total <= 0:
+        return pd.Series(float("nan"), index=ranks.index)
+    return ranks["caused_ns"].astype(float) / total
+
+
+def _total_share(ranks: pd.DataFrame, r: pd.Series) -> str:
+    share = wait_shares(ranks).loc[r.name]
+    return "n/a" if pd.isna(share) else f"{100 * share:.0f}%"
 
 
 def _num(v: float | None) -> float:
@@ -143,6 +152,6 @@ def stragglers_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     return {
         "flagged": sorted(int(r) for r in ranks.loc[ranks["flagged"], "rank"]),
         "verdict": verdict(ranks),
-        "ranks": _rank_records(ranks),
+        "ranks": _rank_records(ranks.assign(share_of_wait=wait_shares(ranks))),
         "steps": _step_records(straggler_steps(con, rid)),
     }

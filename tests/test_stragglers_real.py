@@ -136,3 +136,7 @@ def test_dlrm_report_verdict(con):
     caused = {r["rank"]: r["wait_caused_ms"] for r in s["ranks"]}
     total_share = 100 * caused[7] / sum(caused.values())
     assert f"({total_share:.0f}% of all the waiting;" in s["verdict"]
+    # the same share is the report's share_of_wait, the one the diagnosis quotes
+    shares = {r["rank"]: r["share_of_wait"] for r in s["ranks"]}
+    assert shares[7] == pytest.approx(total_share / 100, rel=1e-12)
+    assert sum(shares.values()) == pytest.approx(1.0)
