@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,17 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None)
 
 def has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the connection defines the macro `name` (its module loaded: `load_modules`)."""
-    q = "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?"
-    return scalar(con, q, [name]) > 0
+    return name in defined_macros(con, [name])
+
+
+def defined_macros(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> set[str]:
+    """Which of `names` the connection defines, in one look at the catalog (each look lists
+    every function DuckDB has, about 15 ms: one per name would cost that many times)."""
+    q = (
+        "SELECT DISTINCT function_name FROM duckdb_functions() "
+        "WHERE list_contains(?, function_name)"
+    )
+    return {n for (n,) in con.execute(q, [list(names)]).fetchall()}
 
 
 def row(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple[Any, ...]:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 
 import duckdb
 
-from analysis.db import has_macro, sql_modules
+from analysis.db import defined_macros, sql_modules
 from analysis.sweep import sweep
 
 #: The macros computed once per run, in dependency order (each reads only earlier ones).
@@ -124,8 +124,9 @@ def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]
     mine: list[str] = []
     swept: dict[str, str] | None = None
     try:
+        defined = defined_macros(con, CACHED)
         for name in CACHED:
-            if not has_macro(con, name) or rid in _cached_runs(con, name):
+            if name not in defined or rid in _cached_runs(con, name):
                 continue
             table = _table(name, rid)
             query = f"SELECT * FROM {name}({rid})"

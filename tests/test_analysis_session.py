@@ -11,6 +11,7 @@ from conftest import memory_store
 from synthetic_traces import Scenario, insert_run, simulate
 
 from analysis import replay
+from analysis.db import defined_macros, has_macro
 from analysis.session import CACHED, run_session
 
 RUNS = {
@@ -87,3 +88,17 @@ def test_replay_of_a_sampled_run_uses_only_the_sample(con, monkeypatch):
     part = replay.replay_section(con, 1)
     assert part["steps_replayed"] == 2 and part["steps_total"] == RUNS["a"].steps
     assert {w["key"] for w in part["whatifs"]} == {w["key"] for w in full["whatifs"]}
+
+
+@pytest.mark.parametrize(
+    ("names", "defined"),
+    [
+        (["run_summary", "no_such_macro"], {"run_summary"}),  # one there, one not
+        (["no_such_macro"], set()),
+        ([], set()),
+        (list(CACHED), set(CACHED)),  # every cached macro is loaded on a store's connection
+    ],
+)
+def test_defined_macros_looks_up_all_names_at_once(con, names, defined):
+    assert defined_macros(con, names) == defined
+    assert [has_macro(con, n) for n in names] == [n in defined for n in names]
