@@ -38,13 +38,63 @@ def row_step(rows: pd.Series) -> alt.Step:
     return alt.Step(max(ROW_PX[0], min(ROW_PX[1], 640 // max(1, rows.nunique()))))
 
 
+#: A heatmap draws at most this many rows of ranks (640 px at the least row height); a run
+#: with more is drawn in blocks of consecutive ranks (rank_blocks): 1,024 rows squeezed into a
+#: chart show nothing one can read and cost the browser about a second to draw.
+MAX_HEATMAP_ROWS = 640 // ROW_PX[0]
+
+
+def rank_block_size(n_ranks: int, max_rows: int = MAX_HEATMAP_ROWS) -> int:
+    """How many consecutive ranks one heatmap row holds: 1 up to `max_rows` ranks, else the
+    least power of two that fits them in `max_rows` rows (whole hosts of 8 from 8 up)."""
+    size = 1
+    while -(-n_ranks // size) > max_rows:
+        size *= 2
+    return size
+
+
+def rank_blocks(
+    df: pd.DataFrame, value: str, worst: str, outlier: str | None = None,
+    max_rows: int = MAX_HEATMAP_ROWS,
+) -> pd.DataFrame:  # fmt: skip
+    """`df` (rank, step, `value`, `outlier`) as it is when it has at most `max_rows` ranks;
+    otherwise one row per (block of consecutive ranks, step): rank becomes the block's label
+    ("8–15"), `value` its worst rank's (`worst`: "min" or "max"), worst_rank that rank, and
+    `outlier` true when any rank of the block is an outlier in that step. Blocks of
+    rank_block_size ranks, in rank order (the last may hold fewer)."""
+    ranks = pd.Series(df["rank"].unique()).sort_values().to_numpy()
+    size = rank_block_size(len(ranks), max_rows)
+    if size == 1:
+        return df
+    block = ranks.searchsorted(df["rank"].to_numpy()) // size
+    first = ranks[block * size]
+    last = ranks[pd.Series(block * size + size - 1).clip(upper=len(ranks) - 1).to_numpy()]
+    d = df.assign(_block=block, _label=[f"{a}–{b}" for a, b in zip(first, last, strict=True)])
+    g = d.groupby(["_block", "step"], sort=True)
+    pick = g[value].idxmin() if worst == "min" else g[value].idxmax()
+    out = d.loc[pick.to_numpy()].rename(columns={"rank": "worst_rank"})
+    if outlier is not None:
+        out[outlier] = g[outlier].any().to_numpy()
+    out = out.assign(rank=out["_label"]).drop(columns=["_block", "_label"])
+    return out.reset_index(drop=True)
+
+
 def heatmap(df: pd.DataFrame, value: str, title: str, outlier: str | None = None) -> alt.Chart:
     """Ranks (rows) × steps (columns) coloured by `value`; cells where `outlier` is true get a
-    black border. `title` says what is coloured and in which unit."""
+    black border. `title` says what is coloured and in which unit. Rows of blocks of ranks
+    (rank_blocks: a worst_rank column) keep their order and name each cell's worst rank."""
+    blocks = "worst_rank" in df.columns
+    tooltip: list[Any] = ["rank:O", "step:O"]
+    tooltip += ["worst_rank:O"] if blocks else []
     base = alt.Chart(df, title=title).encode(
         x=alt.X("step:O", title="step", axis=alt.Axis(labelAngle=0, labelOverlap=True)),
-        y=alt.Y("rank:O", title="rank", axis=alt.Axis(labelOverlap=True)),
-        tooltip=["rank:O", "step:O", alt.Tooltip(f"{value}:Q", title=title, format=".3f")],
+        y=alt.Y(
+            "rank:O",
+            title="ranks (block: its worst rank)" if blocks else "rank",
+            sort=None if blocks else "ascending",
+            axis=alt.Axis(labelOverlap=True),
+        ),
+        tooltip=[*tooltip, alt.Tooltip(f"{value}:Q", title=title, format=".3f")],
     )
     legend = alt.Legend(title=None, gradientLength=120, **LEGEND)
     cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", legend=legend))

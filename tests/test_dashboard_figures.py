@@ -185,3 +185,39 @@ def test_a_shape_only_chart_with_two_equal_frames_is_built_in_full():
     line = pd.DataFrame({"x": [2.0], "step_ms": [4.0], "verdict": ["ok"]})
     args = (line, "x", "step_ms", line.copy(), "t", "x", "ms", False)
     assert figures.shape_spec(name, args) == figures.spec(name, args)
+
+
+@pytest.mark.parametrize(
+    ("n_ranks", "max_rows", "size"),
+    [
+        (8, 80, 1),  # fits: one rank a row
+        (80, 80, 1),
+        (81, 80, 2),  # 41 rows of 2
+        (160, 80, 2),
+        (161, 80, 4),  # 2 would need 81 rows
+        (1024, 80, 16),  # 64 rows of 16 (8 would need 128)
+        (20, 8, 4),  # 5 rows of 4 (2 would need 10)
+    ],
+)
+def test_rank_block_size_is_the_least_power_of_two_that_fits(n_ranks, max_rows, size):
+    assert charts.rank_block_size(n_ranks, max_rows) == size
+
+
+def test_rank_blocks_show_each_blocks_worst_rank_and_any_outlier():
+    # 20 ranks in 2 steps, value = rank + 100 * step, except rank 6 of step 1 is the lowest of
+    # its block (-5) and an outlier; with 8 rows at most: blocks of 4 ranks (0-3, ..., 16-19)
+    rows = [(r, s, r + 100.0 * s, False) for r in range(20) for s in (0, 1)]
+    df = pd.DataFrame(rows, columns=["rank", "step", "v", "out"])
+    df.loc[(df["rank"] == 6) & (df["step"] == 1), ["v", "out"]] = (-5.0, True)
+    lo = charts.rank_blocks(df, "v", "min", "out", max_rows=8)
+    hi = charts.rank_blocks(df, "v", "max", "out", max_rows=8)
+    labels = ["0–3", "4–7", "8–11", "12–15", "16–19"]
+    assert list(lo["rank"]) == [lab for lab in labels for _ in (0, 1)]  # block, then step
+    assert list(lo["worst_rank"]) == [0, 0, 4, 6, 8, 8, 12, 12, 16, 16]
+    assert list(lo["v"]) == [0, 100, 4, -5, 8, 108, 12, 112, 16, 116]
+    assert list(hi["worst_rank"]) == [3, 3, 7, 7, 11, 11, 15, 15, 19, 19]
+    assert list(lo["out"]) == list(hi["out"]) == [False, False, False, True] + [False] * 6
+    # few ranks: the rows as they are
+    assert charts.rank_blocks(df, "v", "min", "out", max_rows=20) is df
+    spec = charts.heatmap(lo, "v", "v", "out").to_dict()
+    assert spec["layer"][0]["encoding"]["y"]["sort"] is None  # blocks keep their rank order

@@ -17,8 +17,9 @@ METRICS = {
     "step_ms": "Step time (ms)",
     "exposed_comm_ms": "Exposed communication (ms)",
 }
-#: Those drawn as ranks × steps heatmaps and distributions.
-HEATMAPS = ["eta", "tau_comm_ms", "wait_ms"]
+#: Those drawn as ranks × steps heatmaps and distributions, with the direction that is worse
+#: (what a block of many ranks shows: charts.rank_blocks).
+HEATMAPS = {"eta": "min", "tau_comm_ms": "max", "wait_ms": "max"}
 
 v = session.current_run()
 st.header(f"Ranks × steps — {md(v.run)}")
@@ -36,10 +37,25 @@ for m in shown:
     steps[f"{m}_outlier"] = flag_outliers(steps[m].tolist())
 
 maps = [m for m in HEATMAPS if m in steps.columns]
-st.caption("Each cell is one rank in one step; a black border marks a robust outlier.")
+n_ranks = steps["rank"].nunique()
+size = charts.rank_block_size(n_ranks)
+if size == 1:
+    st.caption("Each cell is one rank in one step; a black border marks a robust outlier.")
+else:
+    st.caption(
+        f"{n_ranks} ranks: each row is a block of {size} consecutive ranks, each cell its worst "
+        "rank in that step (lowest η, highest τ_comm and wait; the tooltip names it); a black "
+        "border marks a block holding a robust outlier. The outliers table below lists them "
+        "rank by rank."
+    )
 for col, m in zip(st.columns(len(maps)), maps, strict=True):
     plot(
-        steps[["rank", "step", m, f"{m}_outlier"]].dropna(subset=[m]),
+        charts.rank_blocks(
+            steps[["rank", "step", m, f"{m}_outlier"]].dropna(subset=[m]),
+            m,
+            HEATMAPS[m],
+            f"{m}_outlier",
+        ),
         charts.heatmap,
         (m, f"{METRICS[m]} per rank and step", f"{m}_outlier"),
         f"No {METRICS[m]} to draw.",
