@@ -202,10 +202,7 @@ class Run:
 
     def step_tracks(self, step: int, ranks: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Busy tracks and collective calls of `ranks` in `step`, relative to its start."""
-        return (
-            timeline.tracks(self.con, self.id, step, ranks),
-            timeline.collectives(self.con, self.id, step, ranks),
-        )
+        return timeline.view(self.con, self.id, step, ranks)
 
     def windows(self, n: int) -> list[tuple[int, int]]:
         """The run's span cut in `n` windows (start, end ns); empty without activity."""

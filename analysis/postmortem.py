@@ -68,11 +68,8 @@ def step_timeline(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     step = median_step(con, rid)
     ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM ranks WHERE run_id = ?", [rid])
              .fetchall()]  # fmt: skip
-    return {
-        "step": step,
-        "tracks": timeline.tracks(con, rid, step, ranks),
-        "collectives": timeline.collectives(con, rid, step, ranks),
-    }
+    tracks, collectives = timeline.view(con, rid, step, ranks)
+    return {"step": step, "tracks": tracks, "collectives": collectives}
 
 
 def whatif_ranking(

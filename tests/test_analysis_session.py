@@ -102,3 +102,12 @@ def test_replay_of_a_sampled_run_uses_only_the_sample(con, monkeypatch):
 def test_defined_macros_looks_up_all_names_at_once(con, names, defined):
     assert defined_macros(con, names) == defined
     assert [has_macro(con, n) for n in names] == [n in defined for n in names]
+
+
+def test_a_session_of_some_macros_caches_only_those(con):
+    before, original = rows(con, "collective_ranks", 1), definitions(con)
+    some = ("clock_offsets", "collective_ranks", "no_such_macro")
+    with run_session(con, 1, some) as cached:
+        assert cached == ["clock_offsets", "collective_ranks"]  # in CACHED's order
+        pd.testing.assert_frame_equal(rows(con, "collective_ranks", 1), before)
+    assert definitions(con) == original

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 import pytest
 from conftest import DLRM, SAMPLES, memory_store
 from dashboard_support import ingest_dir, report_of
@@ -245,6 +246,19 @@ def test_collectives_are_linked_across_ranks(con):
     # rank 7 is the straggler: it waits least
     waits = c.groupby("rank")["wait_ms"].sum()
     assert waits[7] < waits[0]
+
+
+@pytest.mark.parametrize(("run", "step", "ranks"), [("dlrm", 10, [0, 7]), ("gloo", 3, [1, 2])])
+def test_a_view_in_its_session_equals_its_parts_alone(con, run, step, ranks):
+    """timeline.view caches the matching and the clock fit for its two queries: the same rows
+    as each computed on its own, and nothing left cached after it."""
+    rid = db.run_id(con, run)
+    tracks, calls = timeline.view(con, rid, step, ranks)
+    pd.testing.assert_frame_equal(tracks, timeline.tracks(con, rid, step, ranks))
+    pd.testing.assert_frame_equal(calls, timeline.collectives(con, rid, step, ranks))
+    assert len(calls) > 0 and set(tracks["rank"]) == set(ranks)
+    left = "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_session_%'"
+    assert con.execute(left).fetchone() == (0,)
 
 
 def test_rank_step_wait_sums_collective_waits(con, dlrm):
