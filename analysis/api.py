@@ -28,7 +28,7 @@ from analysis.model.section import run_scenario
 from analysis.perfetto import merged_trace
 from analysis.postmortem import postmortem_data
 from analysis.replay import replay_section
-from analysis.report import SECTIONS, build_report
+from analysis.report import SECTIONS, WITHOUT_SESSION, build_report
 from analysis.report_types import Report
 from analysis.session import run_session
 
@@ -152,7 +152,10 @@ class Run:
         "hang", "nccl", "replay"; KeyError for a key that is not a section."""
         if key not in SECTIONS:
             raise KeyError(f"no report section {key!r} (sections: {', '.join(SECTIONS)})")
-        return SECTIONS[key](self.con, self.id)
+        if key in WITHOUT_SESSION:
+            return SECTIONS[key](self.con, self.id)
+        with run_session(self.con, self.id):
+            return SECTIONS[key](self.con, self.id)
 
     def collective_table(self, view: str = "instances") -> pd.DataFrame:
         """Matched collectives listed by `view` (a key of COLLECTIVE_VIEWS): one row per

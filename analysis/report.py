@@ -123,6 +123,13 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
 }
 
 
+#: Sections that read the run's own metadata, NCCL logs or Flight Recorder dumps and none of
+#: the tables a run's analysis session caches (bar the cheap step windows): computed on their
+#: own without one. Every other section on its own (`Run.section`: `commwall whatif`, …) runs
+#: inside a session, or it would redo the matching and clock fit for each macro it reads
+#: (the replay of a 1,024-rank run: 28.0 s alone, 6.1 s in a session).
+WITHOUT_SESSION = frozenset({"run_info", "nccl", "hang"})
+
 #: Sections derived from the others: key → function(report so far).
 DERIVED: dict[str, Callable[[dict], Any]] = {"diagnosis": diagnose, "checklist": checklist}
 

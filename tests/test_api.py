@@ -10,6 +10,7 @@ import synthetic_traces as syn
 
 from analysis.api import Store
 from analysis.db import RunNotFound
+from analysis.report import SECTIONS
 from ingest import store
 
 # 2 hosts × 2 ranks, 3 steps of 4 collectives; rank labels shuffled against process order
@@ -91,6 +92,20 @@ def test_report_is_the_run_report(s, sim):
     by_rank = {r["rank"]: r for r in rep["ranks"]}
     p = proc_of(sim, 1)
     assert by_rank[1]["tau_comp_ms"] == pytest.approx(sim.compute_dur[p].sum() / 1e6)
+
+
+def test_a_section_alone_is_the_reports(s):
+    """`Run.section` (what `commwall whatif`, `nccl`, `hang` print) computes one section in an
+    analysis session of its own, or none (WITHOUT_SESSION): the report's value either way; and
+    it leaves nothing cached behind."""
+    run = s.run("syn")
+    rep = run.report()
+    for key in SECTIONS:
+        assert run.section(key) == rep[key], key
+    left = "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_session_%'"
+    assert run.con.execute(left).fetchone() == (0,)
+    with pytest.raises(KeyError, match="no report section"):
+        run.section("diagnosis")  # derived from the others: only in the report
 
 
 def test_unknown_run_names_the_runs_there_are(s):
