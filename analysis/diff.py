@@ -20,6 +20,7 @@ from analysis import noise
 from analysis.compare import METRICS
 from analysis.db import run_id
 from analysis.report import build_report
+from analysis.session import run_session
 from analysis.units import NS_PER_MS
 
 #: Components of a step, in the order they add up to it. The diagnosis's decomposition
@@ -51,12 +52,13 @@ def run_facts(
 ) -> RunFacts:
     """The RunFacts of run `name` (its report is built unless given)."""
     rid = run_id(con, name)
-    report = build_report(con, name, keep_going=True) if report is None else report
 
     def q(macro: str) -> pd.DataFrame:
         return con.execute(f"SELECT * FROM {macro}(?)", [rid]).df()
 
-    return RunFacts(name, report, q("step_times"), q("collective_sizes"), q("nccl_facts"))
+    with run_session(con, rid):  # the report and the tables read one matching
+        report = build_report(con, name, keep_going=True) if report is None else report
+        return RunFacts(name, report, q("step_times"), q("collective_sizes"), q("nccl_facts"))
 
 
 def _names(runs: Sequence[RunFacts]) -> list[str]:

@@ -16,6 +16,7 @@ from analysis.db import run_id
 from analysis.diff import decomposition_records, diff_tables, run_facts
 from analysis.model.section import run_scenario
 from analysis.report import build_report
+from analysis.session import run_session
 from analysis.units import NS_PER_MS
 
 #: Model what-ifs ranked when the report has no `replay` (label → knob changes, as factors of
@@ -106,12 +107,13 @@ def postmortem_data(
     `timeline`, `whatifs` and, with a `baseline` run, `diff` (analysis/diff.py tables,
     baseline first). Parts that fail are "not available: ..." strings."""
     rid = run_id(con, run)
-    report = build_report(con, run, keep_going=True)
-    data: dict[str, Any] = {"report": report, "baseline": baseline}
-    data["decomposition"] = _guard(lambda: decomposition_table(report))
-    data["sizes"] = _guard(lambda: collective_sizes(con, rid))
-    data["timeline"] = _guard(lambda: step_timeline(con, rid))
-    data["whatifs"] = _guard(lambda: whatif_ranking(con, rid, report))
-    if baseline is not None:
-        data["diff"] = diff_tables([run_facts(con, baseline), run_facts(con, run, report)])
+    with run_session(con, rid):  # the report and every table below read one matching
+        report = build_report(con, run, keep_going=True)
+        data: dict[str, Any] = {"report": report, "baseline": baseline}
+        data["decomposition"] = _guard(lambda: decomposition_table(report))
+        data["sizes"] = _guard(lambda: collective_sizes(con, rid))
+        data["timeline"] = _guard(lambda: step_timeline(con, rid))
+        data["whatifs"] = _guard(lambda: whatif_ranking(con, rid, report))
+        if baseline is not None:
+            data["diff"] = diff_tables([run_facts(con, baseline), run_facts(con, run, report)])
     return data
