@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -26,6 +26,8 @@ from ingest.options import ParseOptions
 from ingest.parsed import Parsed
 from ingest.schema import SCHEMA_VERSION, ddl
 from ingest.sources import sha256_of
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -58,25 +60,24 @@ def lock_holder(e: BaseException) -> str | None:
     return f"process {m[1]}" + (f" ({cmd})" if cmd else "")
 
 
-def connect(
+def while_held(
+    open_: Callable[[], T],
     db: str | Path,
-    read_only: bool = False,
     wait_s: float = 0.0,
     on_wait: Callable[[str], None] | None = None,
-) -> duckdb.DuckDBPyConnection:
-    """Open (and, when writable, create or check) a commwall store. While another process
-    holds it, wait up to `wait_s` seconds (telling `on_wait` once, in words, who holds it);
-    then StoreBusyError names the holder and says when to retry."""
+) -> T:
+    """`open_()` (anything that opens the store `db`), tried again while another process
+    holds the store, for up to `wait_s` seconds (telling `on_wait` once, in words, who holds
+    it); then StoreBusyError names the holder and says when to retry. Other errors pass."""
     deadline = time.monotonic() + wait_s
     told = False
     while True:
         try:
-            con = duckdb.connect(str(db), read_only=read_only)
-            break
-        except duckdb.Error as e:
+            return open_()
+        except Exception as e:
             holder = lock_holder(e)
             if holder is None:
-                raise StoreError(f"{db}: cannot open database ({e})") from e
+                raise
             if time.monotonic() >= deadline:
                 raise StoreBusyError(
                     f"{db}: the store is in use by {holder}; retry when it has finished "
@@ -86,6 +87,20 @@ def connect(
                 on_wait(f"{db} is in use by {holder}; waiting up to {wait_s:g} s for it")
                 told = True
             time.sleep(RETRY_S)
+
+
+def connect(
+    db: str | Path,
+    read_only: bool = False,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open (and, when writable, create or check) a commwall store, waiting while another
+    process holds it (`while_held`)."""
+    try:
+        con = while_held(lambda: duckdb.connect(str(db), read_only=read_only), db, wait_s, on_wait)
+    except duckdb.Error as e:
+        raise StoreError(f"{db}: cannot open database ({e})") from e
     if not read_only:
         con.execute(ddl())
         con.execute(

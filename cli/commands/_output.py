@@ -182,8 +182,10 @@ def _hint(record: logging.LogRecord) -> bool:
 def unexpected(e: Exception) -> int:
     """What the CLI says about an exception no command handled: the store being busy in words
     (who holds it), anything else as an error to report, its traceback logged; status 2."""
-    from ingest.store import lock_holder  # noqa: PLC0415 (only on this path)
+    from ingest.store import StoreBusyError, lock_holder  # noqa: PLC0415 (only on this path)
 
+    if isinstance(e, StoreBusyError):
+        return error(str(e))
     holder = lock_holder(e)
     if holder is not None:
         return error(f"the store is in use by {holder}; retry when it has finished")
