@@ -116,3 +116,27 @@ def decomposition_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
         "ranks": _part_records(per_rank, ("rank",)),
         "steps": _part_records(steps, ("rank", "step")),
     }
+
+
+def parts_per_step(steps: pd.DataFrame, parts: list[str]) -> pd.DataFrame:
+    """The report's decomposition per (rank, step) (`steps`: rank, step and the `parts`
+    columns, ms) as one row per step: each part's mean over the ranks (they add up to the
+    step's mean window). step as text, in step order."""
+    out = steps.groupby("step", as_index=False)[parts].mean()
+    return out.assign(step=out["step"].astype(str))
+
+
+def parts_per_rank_block(ranks: pd.DataFrame, parts: list[str], size: int) -> pd.DataFrame:
+    """The report's decomposition per rank (`ranks`: rank and the `parts` columns, ms) in
+    blocks of `size` consecutive ranks: each part's mean over the block's ranks (they add up
+    to the block's mean step). rank becomes text: the rank, or the block's "first–last" (a
+    last block of one rank: that rank)."""
+    ranks = ranks.sort_values("rank").reset_index(drop=True)
+    if size <= 1:
+        return ranks.assign(rank=ranks["rank"].astype(str))
+    block = ranks.index // size
+    out = ranks.groupby(block)[parts].mean()
+    first = ranks.groupby(block)["rank"].first().astype(str)
+    last = ranks.groupby(block)["rank"].last().astype(str)
+    label = first.where(first == last, first + "–" + last)
+    return out.assign(rank=label.to_numpy()).reset_index(drop=True)

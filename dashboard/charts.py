@@ -69,7 +69,8 @@ def rank_blocks(
     block = ranks.searchsorted(df["rank"].to_numpy()) // size
     first = ranks[block * size]
     last = ranks[pd.Series(block * size + size - 1).clip(upper=len(ranks) - 1).to_numpy()]
-    d = df.assign(_block=block, _label=[f"{a}–{b}" for a, b in zip(first, last, strict=True)])
+    label = [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(first, last, strict=True)]
+    d = df.assign(_block=block, _label=label)
     g = d.groupby(["_block", "step"], sort=True)
     pick = g[value].idxmin() if worst == "min" else g[value].idxmax()
     out = d.loc[pick.to_numpy()].rename(columns={"rank": "worst_rank"})

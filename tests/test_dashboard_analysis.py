@@ -9,7 +9,7 @@ from conftest import DLRM, SAMPLES, memory_store
 from dashboard_support import ingest_dir, report_of
 from nccl_log_gen import Job, make_log
 
-from analysis import checklist, db, timeline
+from analysis import checklist, db, summary, timeline
 from analysis.compare import compare
 from analysis.nccl import empty_section
 from analysis.outliers import flag_outliers, robust_z
@@ -259,6 +259,29 @@ def test_a_view_in_its_session_equals_its_parts_alone(con, run, step, ranks):
     assert len(calls) > 0 and set(tracks["rank"]) == set(ranks)
     left = "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_session_%'"
     assert con.execute(left).fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("size", "labels", "a", "b"),
+    [
+        # ranks 0..4 with a = rank + 1 and b = 1 except rank 3 (b = 0) and 4 (b = 2)
+        (1, ["0", "1", "2", "3", "4"], [1, 2, 3, 4, 5], [1, 1, 1, 0, 2]),
+        (2, ["0–1", "2–3", "4"], [1.5, 3.5, 5], [1, 0.5, 2]),  # the last block: one rank
+        (4, ["0–3", "4"], [2.5, 5], [0.75, 2]),
+        (8, ["0–4"], [3], [1]),
+    ],
+)
+def test_parts_per_rank_block_are_the_means_of_consecutive_ranks(size, labels, a, b):
+    ranks = pd.DataFrame({"rank": [3, 0, 1, 2, 4], "a": [4.0, 1, 2, 3, 5], "b": [0.0, 1, 1, 1, 2]})
+    got = summary.parts_per_rank_block(ranks, ["a", "b"], size)
+    assert list(got["rank"]) == labels
+    assert list(got["a"]) == pytest.approx(a) and list(got["b"]) == pytest.approx(b)
+
+
+def test_parts_per_step_are_the_means_over_ranks_in_step_order():
+    steps = pd.DataFrame({"rank": [0, 1, 0, 1], "step": [10, 10, 9, 9], "a": [1.0, 3, 2, 6]})
+    got = summary.parts_per_step(steps, ["a"])
+    assert list(got["step"]) == ["9", "10"] and list(got["a"]) == [4.0, 2.0]
 
 
 def test_rank_step_wait_sums_collective_waits(con, dlrm):

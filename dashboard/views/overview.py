@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis import summary
 from dashboard import charts, session
 from dashboard.ui import (
     UPLOAD_TRACES,
@@ -71,19 +72,21 @@ dec = v.report.get("decomposition") or {}
 if dec.get("ranks"):
     st.subheader("Where the step goes, per rank")
     parts = dec["labels"]
-    df = pd.DataFrame(dec["ranks"])
-    df["rank"] = df["rank"].astype(str)
+    ranks = pd.DataFrame(dec["ranks"])
+    size = charts.rank_block_size(ranks["rank"].nunique())
+    title = "Mean step per rank, split into its parts (ms)"
+    if size > 1:
+        title = f"Mean step per block of {size} consecutive ranks, split into its parts (ms)"
     plot(
-        df,
+        summary.parts_per_rank_block(ranks, list(parts), size),
         charts.stacked_parts,
-        ("rank", parts, "Mean step per rank, split into its parts (ms)"),
+        ("rank", parts, title),
         "No step windows to split.",
         key="decomposition_ranks",
     )
     steps = pd.DataFrame(dec.get("steps") or [])
     if not steps.empty and steps["step"].nunique() > 1:
-        per_step = steps.groupby("step", as_index=False)[list(parts)].mean()
-        per_step["step"] = per_step["step"].astype(str)
+        per_step = summary.parts_per_step(steps, list(parts))
         plot(
             per_step,
             charts.stacked_parts,
