@@ -73,6 +73,22 @@ def _as_text(v: object) -> str:
     return str(v)
 
 
+def findings(text: str, sep: str = "; ") -> list[str]:
+    """`text` cut at every `sep` outside parentheses: the findings of a verdict, whose
+    parenthesised evidence ("(87% of all of it; t = 2741.6)") stays with its finding."""
+    out, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and text.startswith(sep, i):
+            out.append(text[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    out.append(text[start:])
+    return [f for f in out if f]
+
+
 def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     """`df` as a table without the columns that hold nothing, and with "—" where a value is
     missing (not "None")."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from analysis.checklist import ordered
-from dashboard.ui import md_code, nccl_hint, traces_hint
+from dashboard.ui import findings, md_code, nccl_hint, traces_hint
 
 
 def test_checklist_items_needing_attention_come_first_in_their_own_order():
@@ -55,3 +56,17 @@ def test_tables_drop_empty_columns_and_show_a_dash_for_missing_text(monkeypatch)
     assert list(shown["df"]["op"]) == ["allreduce", "—"]
     ui.plot(df.iloc[:0], lambda d: None, (), "Nothing to draw.", where=Target())
     assert shown["caption"] == "Nothing to draw."
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("a; b", ["a", "b"]),
+        ("", []),
+        ("rank 7 (36% of all; t = 2.3), last; 14%", ["rank 7 (36% of all; t = 2.3), last", "14%"]),
+        ("x (a; (b; c)); y", ["x (a; (b; c))", "y"]),  # nested parentheses
+        ("one finding", ["one finding"]),
+    ],
+)
+def test_verdict_findings_are_cut_outside_parentheses(text, want):
+    assert findings(text) == want

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, session
-from dashboard.ui import matched_instances, md, missing, plot, traces_hint
+from dashboard.ui import findings, matched_instances, md, missing, plot, traces_hint
 from dashboard.ui import table as ui_table
 
 #: Columns of the main table (when the section has them), in order.
@@ -39,9 +39,9 @@ if not isinstance(s, dict) or not s.get("ranks"):
 flagged = list(s.get("flagged") or [])
 # The verdict is "<answer>: <finding>; <finding>; …": the answer as the headline, the
 # findings one per line.
-answer, _, findings = (s.get("verdict") or "no verdict").partition(": ")
+answer, _, rest = (s.get("verdict") or "no verdict").partition(": ")
 lines = [f"**{md(answer[:1].upper() + answer[1:])}**"]
-lines += [f"- {md(f)}" for f in findings.split("; ") if f]
+lines += [f"- {md(f)}" for f in findings(rest)]
 (st.warning if flagged else st.success)("\n".join(lines))
 
 table = pd.DataFrame(s["ranks"]).sort_values("score", ascending=False, kind="stable")
@@ -54,18 +54,22 @@ BARS = {
     "wait_caused_ms": ("Wait caused on peers (ms)", "ms", "No rank caused any wait."),
     "score": ("Lateness score (robust z, no unit)", "robust z", "No lateness score."),
 }
+#: At most this many ranks are drawn as bars (the highest scores); the table lists them all.
+MAX_BARS = 40
 for col, (x, (title, axis, empty)) in zip(st.columns(len(BARS)), BARS.items(), strict=True):
     plot(
-        table[[c for c in BAR_COLUMNS if c in table.columns]],
+        table[[c for c in BAR_COLUMNS if c in table.columns]].head(MAX_BARS),
         charts.bars,
         (x, "rank", title, axis, "flagged"),
         empty,
         key=f"straggler_{x}",
         where=col,
     )
+cut = f"The {MAX_BARS} highest scores of {len(table)} ranks; the table lists every rank. "
 st.caption(
-    "Ranks by score, flagged ranks in red. A straggler arrives last at collectives, so it has "
-    "the shortest communication time and makes its peers wait. late_fraction: share of its "
+    (cut if len(table) > MAX_BARS else "")
+    + "Ranks by score, flagged ranks in red. A straggler arrives last at collectives, so it "
+    "has the shortest communication time and makes its peers wait. late_fraction: share of its "
     "collectives it joined last; compute_ratio: its operator time over the median rank's "
     "(above 1: extra compute)."
 )
