@@ -63,14 +63,20 @@ def median_step(con: duckdb.DuckDBPyConnection, rid: int) -> int:
     return int(steps.loc[(len(steps) - 1) // 2, "step"])
 
 
-def step_timeline(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
-    """The median step on the aligned clock: step, tracks (rank, kind, start_ms, end_ms) and
-    collectives (rank, op, instance, wait_ms, start_ms, end_ms), times from the step's start."""
+def step_timeline(
+    con: duckdb.DuckDBPyConnection, rid: int, report: Mapping[str, Any] | None = None
+) -> dict:
+    """The median step on the aligned clock: step, ranks (those drawn: every rank, or with
+    `report` the ranks a timeline opens on, timeline.default_ranks: the stragglers first, then
+    the lowest), n_ranks, tracks (rank, kind, start_ms, end_ms) and collectives (rank, op,
+    instance, wait_ms, start_ms, end_ms), times from the step's start."""
     step = median_step(con, rid)
-    ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM ranks WHERE run_id = ?", [rid])
-             .fetchall()]  # fmt: skip
+    every = [r for (r,) in con.execute("SELECT DISTINCT rank FROM ranks WHERE run_id = ? "
+                                       "ORDER BY rank", [rid]).fetchall()]  # fmt: skip
+    ranks = every if report is None else timeline.default_ranks(report)
     tracks, collectives = timeline.view(con, rid, step, ranks)
-    return {"step": step, "tracks": tracks, "collectives": collectives}
+    return {"step": step, "ranks": ranks, "n_ranks": len(every), "tracks": tracks,
+            "collectives": collectives}  # fmt: skip
 
 
 def whatif_ranking(
@@ -112,7 +118,7 @@ def postmortem_data(
         data: dict[str, Any] = {"report": report, "baseline": baseline}
         data["decomposition"] = _guard(lambda: decomposition_table(report))
         data["sizes"] = _guard(lambda: collective_sizes(con, rid))
-        data["timeline"] = _guard(lambda: step_timeline(con, rid))
+        data["timeline"] = _guard(lambda: step_timeline(con, rid, report))
         data["whatifs"] = _guard(lambda: whatif_ranking(con, rid, report))
         if baseline is not None:
             data["diff"] = diff_tables([run_facts(con, baseline), run_facts(con, run, report)])

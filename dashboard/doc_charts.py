@@ -46,8 +46,11 @@ def to_svg(chart: alt.TopLevelMixin) -> str:
 
 def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt.Chart:
     """Stacked horizontal bars: the mean per step of each part, per rank (df: rank, part, ms,
-    and `facet` — a run — when given)."""
+    and `facet` — a run — when given). Ranks as text (blocks of ranks, "0–15") keep the
+    frame's order: as text they would sort "1008–1023" before "112–127"."""
     domain, colors = PART_COLORS.domain, PART_COLORS.range
+    text = not pd.api.types.is_numeric_dtype(df["rank"])
+    rows: list | str = list(dict.fromkeys(df["rank"].tolist())) if text else "ascending"
     present = [(p, c) for p, c in zip(domain, colors, strict=True) if p in set(df["part"])]
     scale = alt.Scale(domain=[p for p, _ in present], range=[c for _, c in present])
     df = df.assign(order=df["part"].map({p: i for i, (p, _) in enumerate(present)}))
@@ -56,7 +59,7 @@ def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt
         .mark_bar()
         .encode(
             x=alt.X("ms:Q", title="mean per step (ms)", stack="zero"),
-            y=alt.Y("rank:O", title="rank"),
+            y=alt.Y("rank:O", title="rank", sort=rows),
             color=alt.Color("part:N", scale=scale, title="part of the step", legend=LEGEND),
             order=alt.Order("order:Q"),
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import summary
 from analysis.checklist import evaluate
 from analysis.verdict import verdict
 
@@ -44,6 +45,27 @@ NA = "not available"
 
 
 # --- values ------------------------------------------------------------------------------------
+
+
+#: At most this many ranks in a bar chart of the document (those causing the most waiting).
+MAX_BARS = 40
+
+
+def _rank_blocks(dec: Any) -> tuple[Any, int]:
+    """The document's decomposition (rank, part, ms; or a "not available" string) with the
+    ranks in blocks when there are too many to draw one bar each (charts.rank_block_size):
+    each block's mean per part (summary.parts_per_rank_block); and the block size."""
+    from dashboard.charts import rank_block_size  # noqa: PLC0415 (charts: only documents)
+
+    if not isinstance(dec, pd.DataFrame) or dec.empty:
+        return dec, 1
+    size = rank_block_size(dec["rank"].nunique())
+    if size == 1:
+        return dec, 1
+    wide = dec.pivot_table(index="rank", columns="part", values="ms", sort=False).reset_index()
+    parts = list(dec["part"].unique())
+    blocks = summary.parts_per_rank_block(wide, parts, size)
+    return blocks.melt(id_vars="rank", var_name="part", value_name="ms"), size
 
 
 def _num(v: Any, digits: int = 3) -> str:
@@ -292,19 +314,24 @@ def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
     if diff is not None:
         add("Step time of every step (slowest rank), baseline first.", diff["step_samples"],
             lambda v: dc.step_distribution(v, "Step time per run"))  # fmt: skip
+    dec, size = _rank_blocks(data.get("decomposition"))
     add(
-        "Step decomposition per rank: the mean per step of each part of the step.",
-        data.get("decomposition"),
+        "Step decomposition per rank: the mean per step of each part of the step"
+        + (f" (per block of {size} consecutive ranks: their mean)." if size > 1 else "."),
+        dec,
         lambda v: dc.decomposition(v, "Where each rank's step time goes"),
     )
     ranks = pd.DataFrame((report.get("stragglers") or {}).get("ranks") or [])
-    if len(ranks):
-        ranks = ranks.assign(label=[f"rank {r}" for r in ranks["rank"]])
+    n_ranks = len(ranks)
+    if n_ranks and "wait_caused_ms" in ranks:
+        ranks = ranks.sort_values("wait_caused_ms", ascending=False, kind="stable")
+        ranks = ranks.head(MAX_BARS).assign(label=lambda d: [f"rank {r}" for r in d["rank"]])
         ranks["flagged"] = ranks.get("flagged", False)
     add(
         "Wait caused per rank: how long the other ranks waited for this one at collectives "
-        "(ms, whole run); stragglers in red.",
-        ranks if len(ranks) and "wait_caused_ms" in ranks else f"{NA}: no matched collectives",
+        "(ms, whole run); stragglers in red"
+        + (f"; the {MAX_BARS} ranks causing most of {n_ranks}." if n_ranks > MAX_BARS else "."),
+        ranks if n_ranks and "wait_caused_ms" in ranks else f"{NA}: no matched collectives",
         lambda v: dc.ranked_bars(v, "wait_caused_ms", "label", "Wait caused", "ms"),
     )
     peak = ((report.get("model") or {}).get("measured") or {}).get("peak_busbw_GBps")
@@ -318,7 +345,13 @@ def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
     tl = data.get("timeline")
     add(
         f"Step {tl['step']} (the median step) on the aligned clock: what each rank did, and "
-        "its waits for the last rank at each collective."
+        "its waits for the last rank at each collective"
+        + (
+            f" (ranks {', '.join(map(str, tl['ranks']))} of {tl['n_ranks']}: the stragglers "
+            "and the lowest ranks)."
+            if len(tl.get("ranks") or []) < (tl.get("n_ranks") or 0)
+            else "."
+        )
         if isinstance(tl, dict)
         else "One step on the aligned clock.",
         tl,

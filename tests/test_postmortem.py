@@ -156,3 +156,27 @@ def test_prints_to_pdf(docs, which, tmp_path):
         assert (margin > 245).all(), f"page {i + 1}: content in the right margin"
         found_red |= bool((np.abs(img - red).sum(axis=2) < 30).any())
     assert found_red, "the charts were printed"
+
+
+def test_a_document_of_many_ranks_draws_blocks_the_top_ranks_and_the_stragglers_timeline(
+    tmp_path,
+):
+    """96 ranks (12 hosts of 8, rank 50 a straggler), stored as rows: the decomposition per
+    block of 2 ranks, the 40 ranks causing the most wait, and the median step's timeline of the
+    8 ranks a timeline opens on (the straggler and the lowest) — not 96 bars and 96 lanes."""
+    from synthetic_traces import Scenario, insert_run, simulate  # noqa: PLC0415
+
+    path = tmp_path / "wide.duckdb"
+    w = store.connect(path)
+    scn = Scenario(hosts=12, ranks_per_host=8, steps=3, collectives_per_step=4, straggler=50)
+    insert_run(w, "wide", simulate(scn))
+    w.close()
+    con = db.open_db(path)
+    page = postmortem(con, "wide")
+    con.close()
+    assert "(per block of 2 consecutive ranks: their mean)." in page
+    assert "the 40 ranks causing most of 96." in page
+    assert "(ranks 0, 1, 2, 3, 4, 5, 6, 50 of 96: the stragglers and the lowest ranks)" in page
+    figs = re.findall(r"<figure>(.*?)</figure>", page, re.S)
+    decomposition = next(f for f in figs if "Where each rank" in f)
+    assert ">0–1<" in decomposition and ">94–95<" in decomposition and ">50<" not in decomposition
