@@ -40,8 +40,36 @@ def _hundred(v: float | None) -> float | None:
     return None if v is None else 100 * v
 
 
+#: A table of the text report shows at most this many rows; a longer one (hundreds of ranks)
+#: shows those first by the table's key and counts the rest: every row is in --format json
+#: or csv, and a terminal of 10,000 lines answers nothing.
+MAX_TEXT_ROWS = 40
+
+
+def _capped(df: pd.DataFrame, table: Table, by: str, what: str) -> str:
+    """`df` as a table: all of it up to MAX_TEXT_ROWS rows in its own order, else the
+    MAX_TEXT_ROWS rows with the largest `by` (they are `what`) and a line counting the rest."""
+    if len(df) <= MAX_TEXT_ROWS or by not in df.columns:
+        return table(df)
+    top = df.sort_values(by, ascending=False, kind="stable").head(MAX_TEXT_ROWS)
+    return (
+        table(top)
+        + f"\n… {MAX_TEXT_ROWS} of {len(df):,} rows shown: the {what}; every row: --format "
+        "json or csv"
+    )
+
+
 def _records(rows: list[dict], table: Table) -> str:
     return table(pd.DataFrame(rows))
+
+
+def _ranks_table(rows: list[dict], table: Table) -> str:
+    return _capped(pd.DataFrame(rows), table, "exposed_comm_ms", "ranks with the most exposed "
+                   "communication")  # fmt: skip
+
+
+def _steps_table(rows: list[dict], table: Table) -> str:
+    return _capped(pd.DataFrame(rows), table, "step_ms", "slowest rank-steps")
 
 
 def _generic(value: Any, table: Table) -> str:
@@ -53,7 +81,8 @@ def _generic(value: Any, table: Table) -> str:
 def _stragglers(s: dict, table: Table) -> str:
     cols = ("rank", "host", "score", "late_fraction", "wait_caused_ms", "excess_ms", "compute_ms")
     rows = [{c: r[c] for c in (*cols, "flagged", "kind")} for r in s["ranks"]]
-    return s["verdict"] + ("\n" + table(pd.DataFrame(rows)) if rows else "")
+    ranked = _capped(pd.DataFrame(rows), table, "score", "ranks with the highest score")
+    return s["verdict"] + ("\n" + ranked if rows else "")
 
 
 def _collectives(c: dict, table: Table) -> str:
@@ -183,7 +212,8 @@ def _decomposition(d: dict, table: Table) -> str:
     head = "parts of the step (ms; they add up to step_ms), run mean: " + ", ".join(
         f"{k.removesuffix('_ms')} {d['run'][k]:.3f}" for k in d["parts"]
     )
-    return head + "\n" + table(pd.DataFrame(d["ranks"])[cols])
+    ranks = pd.DataFrame(d["ranks"])[cols]
+    return head + "\n" + _capped(ranks, table, "step_ms", "ranks with the longest mean step")
 
 
 def render_replay(r: dict, table: Table) -> str:
@@ -222,8 +252,8 @@ RENDERERS: dict[str, Callable[[Any, Table], str]] = {
     "model": _model,
     "checklist": _checklist,
     "summary": _summary,
-    "ranks": _records,
-    "steps": _records,
+    "ranks": _ranks_table,
+    "steps": _steps_table,
     "stragglers": _stragglers,
     "collectives": _collectives,
     "nccl": render_nccl,

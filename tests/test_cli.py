@@ -127,3 +127,23 @@ def test_text_report_reads_model_and_checklist_from_the_json(dlrm_db, capsys):
     assert marks == sorted(marks, key=["[!]", "[ok]", "[?]"].index)  # attention first
     assert "[!] Straggler nodes" in checklist  # rank 2 is the injected straggler
     assert "== Run\nfiles: 4 kineto | ranks: 4 (world size 4)" in text
+
+
+@pytest.mark.parametrize(("n", "shown"), [(40, 40), (41, 40), (1024, 40)])
+def test_long_text_tables_show_the_top_rows_and_count_the_rest(n, shown):
+    """Above MAX_TEXT_ROWS (40) rows a text table shows the rows first by its key (here the
+    slowest rank-steps: step_ms = rank, so ranks n-1 down to n-40) and counts the rest; 40 or
+    fewer rows are shown whole, in their own order."""
+    from cli.text_report import render_text  # noqa: PLC0415
+
+    steps = [{"rank": r, "step": 1, "step_ms": float(r)} for r in range(n)]
+    text = render_text({"run": "r", "steps": steps}, lambda df: df.to_string(index=False))
+    body = text.split("== Per rank and step\n", 1)[1].splitlines()
+    rows = [int(line.split()[0]) for line in body[1:] if line.strip()[:1].isdigit()]
+    if n <= 40:
+        assert rows == list(range(n)) and "rows shown" not in text
+    else:
+        assert rows == list(range(n - 1, n - 1 - shown, -1))
+        assert body[-1] == (
+            f"… 40 of {n:,} rows shown: the slowest rank-steps; every row: --format json or csv"
+        )
