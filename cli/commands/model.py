@@ -13,7 +13,7 @@ from analysis.model.nccl_tuning import ARCHS
 from analysis.model.scenario import calculator, predict
 from analysis.model.summary import prediction_dict
 from analysis.model.units import parse_duration
-from cli.commands._output import add_format, emit_json, emit_text, error, fmt_table
+from cli.commands._output import add_format, add_wait, emit_json, emit_text, error, fmt_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--db", help="store file: what-ifs on the stored run --run")
     p.add_argument("--run", help="run name (with --db)")
+    add_wait(p)
     p.add_argument("--nodes", type=int, help="with --db: nodes (ranks in the ring)")
     p.add_argument(
         "--link-peak", help="with --db: the link to compare busbw with (NDR, NVLink3, 50GB/s)"
@@ -151,9 +152,9 @@ def render(r: dict) -> str:
 def run_stored(args: argparse.Namespace) -> int:
     """What-ifs on a stored run: the dashboard's knobs, given as options."""
     from analysis import db
-    from analysis.api import Store
     from analysis.model.hardware import link_for_peak
     from analysis.model.units import parse_bandwidth
+    from cli.commands._store import open_store
 
     if not args.run:
         return error("--db needs --run")
@@ -170,7 +171,7 @@ def run_stored(args: argparse.Namespace) -> int:
             if value is not None:
                 knobs[key] = float(value)
         peak = link_for_peak(args.link_peak) if args.link_peak else None
-        with Store(args.db) as store:
+        with open_store(args) as store:
             result = store.run(args.run).model_whatif(knobs, peak)
     except (ValueError, FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
