@@ -126,11 +126,13 @@ def run_session(
     rid = int(rid)
     mine: list[str] = []
     swept: dict[str, str] | None = None
-    wanted = [n for n in CACHED if n in names]
+    # a session nested in one that caches the run already (a Timeline view inside a report's
+    # preparation) looks at nothing more than which runs are cached
+    wanted = [n for n in CACHED if n in names and rid not in _cached_runs(con, n)]
     try:
-        defined = defined_macros(con, wanted)
+        defined = defined_macros(con, wanted) if wanted else set()
         for name in wanted:
-            if name not in defined or rid in _cached_runs(con, name):
+            if name not in defined:
                 continue
             table = _table(name, rid)
             query = f"SELECT * FROM {name}({rid})"

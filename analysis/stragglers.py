@@ -52,7 +52,7 @@ def straggler_steps(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
     return con.execute("SELECT * FROM straggler_steps(?)", [rid]).df()
 
 
-def _describe(r: pd.Series, ranks: pd.DataFrame) -> str:
+def _describe(r: pd.Series) -> str:
     host = f" (host {r['host']})" if isinstance(r["host"], str) else ""
     if r["kind"] == "compute":
         why = (
@@ -70,7 +70,7 @@ def _describe(r: pd.Series, ranks: pd.DataFrame) -> str:
         f"rank {r['rank']}{host}, {why}; arrives last in {r['n_last']}/{r['n_instances']}"
         f" collectives ({100 * r['late_fraction']:.0f}%) and causes "
         f"{100 * _num(r.get('mean_share')):.0f}% of the waiting on average over "
-        f"{int(_num(r.get('n_units')))} units ({_total_share(ranks, r)} of all of it; t = "
+        f"{int(_num(r.get('n_units')))} units ({_share(r)} of all of it; t = "
         f"{_fmt(r.get('consistency_t'))}); median "
         f"{r['excess_ns'] / NS_PER_MS:.3f} ms later than the median rank; the others waited "
         f"{r['caused_ns'] / NS_PER_MS:.1f} ms for it ({100 * r['cost_share']:.0f}% of their time)"
@@ -81,15 +81,17 @@ def verdict(ranks: pd.DataFrame) -> str:
     """One sentence: the flagged ranks with host and evidence, or 'none' with the spread."""
     if ranks.empty:
         return "not applicable: no collective synchronises two or more ranks"
+    if "share_of_wait" not in ranks:
+        ranks = ranks.assign(share_of_wait=wait_shares(ranks))
     flagged = ranks[ranks["flagged"]]
     if not flagged.empty:
-        return "straggler: " + "; ".join(_describe(r, ranks) for _, r in flagged.iterrows())
+        return "straggler: " + "; ".join(_describe(r) for _, r in flagged.iterrows())
     top = ranks.loc[ranks["caused_ns"].idxmax()]
     return (
         f"none: no rank causes more than its fair share (1/{len(ranks)}) of the waiting "
         f"consistently; the most, rank {top['rank']}, causes "
         f"{100 * _num(top.get('mean_share')):.0f}% on average over "
-        f"{int(_num(top.get('n_units')))} units ({_total_share(ranks, top)} of all the "
+        f"{int(_num(top.get('n_units')))} units ({_share(top)} of all the "
         f"waiting; t = {_fmt(top.get('consistency_t'))}, flagged "
         f"from {STRAGGLER_MIN_T:g}), last in {top['n_last']}/{top['n_instances']}, "
         f"{100 * _num(top['cost_share']):.1f}% of all ranks' time"
@@ -106,8 +108,8 @@ def wait_shares(ranks: pd.DataFrame) -> pd.Series:
     return ranks["caused_ns"].astype(float) / total
 
 
-def _total_share(ranks: pd.DataFrame, r: pd.Series) -> str:
-    share = wait_shares(ranks).loc[r.name]
+def _share(r: pd.Series) -> str:
+    share = r["share_of_wait"]
     return "n/a" if pd.isna(share) else f"{100 * share:.0f}%"
 
 
@@ -149,9 +151,10 @@ def _step_records(df: pd.DataFrame) -> list[dict]:
 def stragglers_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     """The report's `stragglers` key: flagged ranks, verdict, per-rank figures, per-step flags."""
     ranks = straggler_ranks(con, rid)
+    ranks = ranks.assign(share_of_wait=wait_shares(ranks))
     return {
         "flagged": sorted(int(r) for r in ranks.loc[ranks["flagged"], "rank"]),
         "verdict": verdict(ranks),
-        "ranks": _rank_records(ranks.assign(share_of_wait=wait_shares(ranks))),
+        "ranks": _rank_records(ranks),
         "steps": _step_records(straggler_steps(con, rid)),
     }
