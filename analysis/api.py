@@ -28,7 +28,7 @@ from analysis.model.section import run_scenario
 from analysis.perfetto import merged_trace
 from analysis.postmortem import postmortem_data
 from analysis.replay import replay_section
-from analysis.report import SECTIONS, WITHOUT_SESSION, build_report
+from analysis.report import SECTION_TABLES, SECTIONS, build_report
 from analysis.report_types import Report
 from analysis.session import run_session
 
@@ -152,9 +152,10 @@ class Run:
         "hang", "nccl", "replay"; KeyError for a key that is not a section."""
         if key not in SECTIONS:
             raise KeyError(f"no report section {key!r} (sections: {', '.join(SECTIONS)})")
-        if key in WITHOUT_SESSION:
+        names = SECTION_TABLES.get(key)
+        if not names:
             return SECTIONS[key](self.con, self.id)
-        with run_session(self.con, self.id):
+        with run_session(self.con, self.id, names):
             return SECTIONS[key](self.con, self.id)
 
     def collective_table(self, view: str = "instances") -> pd.DataFrame:

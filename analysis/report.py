@@ -25,7 +25,7 @@ from analysis.nccl import nccl_section
 from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
 from analysis.report_types import Report, RunInfo
-from analysis.session import run_session
+from analysis.session import CACHED, run_session
 from analysis.stragglers import stragglers_section
 from analysis.summary import decomposition_section, json_value, summary_section
 from analysis.units import NS_PER_MS
@@ -123,12 +123,27 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
 }
 
 
-#: Sections that read the run's own metadata, NCCL logs or Flight Recorder dumps and none of
-#: the tables a run's analysis session caches (bar the cheap step windows): computed on their
-#: own without one. Every other section on its own (`Run.section`: `commwall whatif`, …) runs
-#: inside a session, or it would redo the matching and clock fit for each macro it reads
-#: (the replay of a 1,024-rank run: 28.0 s alone, 6.1 s in a session).
-WITHOUT_SESSION = frozenset({"run_info", "nccl", "hang"})
+#: The cached tables (analysis/session.py) of the sections that read collectives matched
+#: across ranks: the matching, the clock fit, the per-instance figures, the step windows and
+#: the straggler levels; not the sweep and the tables read from it.
+MATCHED_TABLES = (*CACHED[: CACHED.index("step_windows") + 1], "_straggler_levels")
+#: What a section computed on its own (`Run.section`: `commwall whatif`, …) caches in an
+#: analysis session of its own. Without one, every macro it reads redoes the matching and the
+#: clock fit (the replay of a 1,024-rank run: 24.2 s alone, 6.3 s in the session;
+#: benchmarks/paths_scale.py); with all of CACHED a small run pays for tables (the sweep) the
+#: section never reads. A
+#: section not listed reads only its own tables (run metadata, NCCL logs, Flight Recorder
+#: dumps) and runs without a session.
+SECTION_TABLES: dict[str, tuple[str, ...]] = {
+    "summary": CACHED,
+    "ranks": CACHED,
+    "steps": CACHED,
+    "decomposition": CACHED,
+    "model": CACHED,
+    "replay": MATCHED_TABLES,
+    "stragglers": MATCHED_TABLES,
+    "collectives": MATCHED_TABLES,
+}
 
 #: Sections derived from the others: key → function(report so far).
 DERIVED: dict[str, Callable[[dict], Any]] = {"diagnosis": diagnose, "checklist": checklist}

@@ -96,8 +96,8 @@ def test_report_is_the_run_report(s, sim):
 
 def test_a_section_alone_is_the_reports(s):
     """`Run.section` (what `commwall whatif`, `nccl`, `hang` print) computes one section in an
-    analysis session of its own, or none (WITHOUT_SESSION): the report's value either way; and
-    it leaves nothing cached behind."""
+    analysis session of the tables it reads (SECTION_TABLES), or in none: the report's value
+    either way; and it leaves nothing cached behind."""
     run = s.run("syn")
     rep = run.report()
     for key in SECTIONS:
