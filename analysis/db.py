@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from analysis import policy, shards
+from analysis import dispatch, policy, shards
 
 
 class RunNotFound(KeyError):
@@ -25,7 +26,12 @@ REQUIRES = re.compile(r"^-- requires:(.*)$", re.MULTILINE)
 
 def sql_modules() -> dict[str, str]:
     """Module name → SQL text of every analysis/sql/*.sql file, in dependency order: a module
-    that says `-- requires: a, b` comes after a and b."""
+    that says `-- requires: a, b` comes after a and b (read once per process)."""
+    return dict(_sql_modules())
+
+
+@cache
+def _sql_modules() -> dict[str, str]:
     root = files("analysis").joinpath("sql")
     texts = {
         p.name.removesuffix(".sql"): p.read_text()
@@ -50,11 +56,17 @@ def sql_modules() -> dict[str, str]:
     return ordered
 
 
+@cache
+def _loaded_modules() -> tuple[str, ...]:
+    return tuple(dispatch.with_dispatch(t) for t in _sql_modules().values())
+
+
 def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Create the analysis macros (TEMP: nothing is written to the store), reading the store's
-    Parquet shards along with its tables when it has some (analysis/shards.py)."""
+    Parquet shards along with its tables when it has some (analysis/shards.py); the macros a
+    run's session caches are defined as their dispatch (analysis/dispatch.py)."""
     shards.attach(con)
-    for text in sql_modules().values():
+    for text in _loaded_modules():
         try:
             con.execute(text)
         except duckdb.CatalogException as e:
@@ -63,6 +75,10 @@ def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
             # needing them, are left out; their sections check the tables and say so.
             if "does not exist" not in str(e):
                 raise
+    con.execute(
+        f"SET VARIABLE {LOADED} = (SELECT list(DISTINCT function_name) FROM duckdb_functions()"
+        " WHERE NOT internal AND function_type IN ('macro', 'table_macro'))"
+    )
     return con
 
 
@@ -84,9 +100,22 @@ def has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return name in defined_macros(con, [name])
 
 
+#: The session variable in which `load_modules` lists the macros it defined.
+LOADED = "analysis_macros"
+
+
 def defined_macros(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> set[str]:
-    """Which of `names` the connection defines, in one look at the catalog (each look lists
-    every function DuckDB has, about 15 ms: one per name would cost that many times)."""
+    """Which of `names` the connection defines: from the list `load_modules` made when it
+    loaded them (a look at the catalog lists every function DuckDB has, about 15 ms), else from
+    the catalog."""
+    q = f"SELECT list_filter(getvariable('{LOADED}'), lambda n: list_contains(?, n))"
+    loaded = con.execute(q, [list(names)]).fetchone()
+    if loaded is not None and loaded[0] is not None:
+        return set(loaded[0])
+    return _catalog_macros(con, names)
+
+
+def _catalog_macros(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> set[str]:
     q = (
         "SELECT DISTINCT function_name FROM duckdb_functions() "
         "WHERE list_contains(?, function_name)"

@@ -52,15 +52,28 @@ def test_cached_macros_answer_as_without_a_session(con, macro):
         pd.testing.assert_frame_equal(rows(con, macro, 2), before[2])
 
 
-def test_macros_and_tables_restored_on_exit(con):
-    original = definitions(con)
-    with run_session(con, 1):
-        assert definitions(con)["collective_ranks"] != original["collective_ranks"]
-    assert definitions(con) == original
-    left = con.execute(
+def session_state(con) -> tuple[int, list[str]]:
+    """(TEMP tables of a session, the session variables set) on the connection."""
+    tables = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_session_%'"
     ).fetchone()[0]
-    assert left == 0
+    q = "SELECT name FROM duckdb_variables() WHERE starts_with(name, 'session_runs_')"
+    variables = [n for (n,) in con.execute(q).fetchall()]
+    return tables, variables
+
+
+def test_nothing_redefined_and_nothing_left_on_exit(con):
+    original = definitions(con)
+    assert session_state(con) == (0, [])
+    with run_session(con, 1):
+        assert definitions(con) == original  # the dispatch reads the run's list, not new SQL
+        tables, variables = session_state(con)
+        assert tables >= len(CACHED) and len(variables) == len(CACHED)
+        with run_session(con, 2):
+            assert session_state(con)[0] >= 2 * len(CACHED)
+        assert session_state(con) == (tables, variables)  # run 2's tables gone, run 1's kept
+    assert definitions(con) == original
+    assert session_state(con) == (0, [])
 
 
 def test_a_session_of_a_run_without_rows_answers_nothing_and_leaves_others(con):

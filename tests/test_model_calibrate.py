@@ -191,6 +191,7 @@ def test_not_calibrated_without_collectives(synthetic_store):
 def test_not_calibrated_without_the_matching_macro():
     con = memory_store()
     con.execute("DROP MACRO TABLE collective_instances")
+    con.execute(f"RESET VARIABLE {db.LOADED}")  # load_modules' list is stale now: use the catalog
     con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'r')")
     assert model_section(con, 1)["status"] == NOT_CALIBRATED
 

@@ -60,8 +60,14 @@ def nccl_times(topo: NcclTopo, op: str, sizes: np.ndarray) -> tuple[np.ndarray, 
     times, picks = np.full(len(sizes), np.nan), [""] * len(sizes)
     if op not in NCCL_OPS:
         return times, picks
-    for i, size in enumerate(np.asarray(sizes, dtype=float)):
+    # a run repeats a few message sizes thousands of times: predict each size once
+    unique, where = np.unique(np.asarray(sizes, dtype=float), return_inverse=True)
+    for i, size in enumerate(unique):
         choices = nccl_predict(op, int(size), topo)
         if choices:
-            times[i], picks[i] = choices[0].time_s, f"{choices[0].algorithm}/{choices[0].protocol}"
+            hit = where == i
+            times[hit] = choices[0].time_s
+            pick = f"{choices[0].algorithm}/{choices[0].protocol}"
+            for j in np.flatnonzero(hit):
+                picks[j] = pick
     return times, picks
