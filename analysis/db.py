@@ -57,7 +57,8 @@ def _sql_modules() -> dict[str, str]:
 
 
 @cache
-def _loaded_modules() -> tuple[str, ...]:
+def loaded_modules() -> tuple[str, ...]:
+    """The SQL texts `load_modules` executes, in order (the modules with their dispatches)."""
     return tuple(dispatch.with_dispatch(t) for t in _sql_modules().values())
 
 
@@ -66,7 +67,7 @@ def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     Parquet shards along with its tables when it has some (analysis/shards.py); the macros a
     run's session caches are defined as their dispatch (analysis/dispatch.py)."""
     shards.attach(con)
-    for text in _loaded_modules():
+    for text in loaded_modules():
         try:
             con.execute(text)
         except duckdb.CatalogException as e:

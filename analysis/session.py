@@ -14,6 +14,11 @@ own sweeps but from the one sweep of analysis/sweep.py, through the same `_<name
 that finishes their SQL definition; when the sweep does not apply (overlapping step windows) or
 fails, they are computed by their macros.
 
+A session of all of CACHED whose tables took long enough to compute writes them to the run
+cache next to the store (analysis/run_cache.py), and a later session of the same run, in any
+process, reads them back instead of computing them, while the run's rows and the code are
+those they were computed from.
+
 On exit the run is taken off the lists and the tables are dropped. Sessions nest: a session of
 a run that is already cached does nothing, and sessions of different runs on one connection
 each add their run. A macro that cannot be computed for the run (a store without the table it
@@ -24,11 +29,13 @@ as the store is read (one report, one view of a run).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import duckdb
 
+from analysis import run_cache
 from analysis.db import defined_macros
 from analysis.dispatch import CACHED, table, variable
 from analysis.sweep import sweep
@@ -88,9 +95,13 @@ def run_session(
     wanted = [n for n in CACHED if n in names and rid not in cached.get(n, [])]
     try:
         defined = defined_macros(con, wanted) if wanted else set()
-        for name in wanted:
-            if name not in defined:
-                continue
+        todo = [n for n in wanted if n in defined]
+        read, fp = run_cache.load(con, rid, todo) if todo else ([], "")
+        for name in read:  # the tables an earlier process computed for these very rows
+            mine.append(name)
+            _set_runs(con, name, sorted({*cached.get(name, []), rid}))
+        started = time.perf_counter()
+        for name in todo if not read else []:
             name_table = table(name, rid)
             query = f"SELECT * FROM {name}({rid})"
             if name in FROM_SWEEP:
@@ -105,6 +116,8 @@ def run_session(
                 continue
             mine.append(name)
             _set_runs(con, name, sorted({*cached.get(name, []), rid}))
+        if not read and mine and set(CACHED) <= set(names):  # a whole run's tables: keep them
+            run_cache.save(con, rid, mine, fp, time.perf_counter() - started)
         yield list(mine)
     finally:
         after = _cached_runs(con) if mine else {}

@@ -11,7 +11,10 @@ In one process, each figure in wall seconds:
   `timeline.collectives` called apart against `timeline.view` (one session of VIEW_TABLES);
 * the post-mortem's data and its HTML document (size in bytes), a run's diff facts;
 * the text report: its lines, and the rows its tables hold (what it printed before tables
-  were cut at 40 rows). Usage:
+  were cut at 40 rows).
+
+Every figure is of computing: the run cache (analysis/run_cache.py) is turned off, or the
+first full session would write the run's tables and every later one read them back. Usage:
 
     python benchmarks/paths_scale.py [--ranks 1024] [--collectives 2000]
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
+os.environ["COMMWALL_CACHE"] = "0"  # figures of computing, not of reading the run cache
 
 from analysis import timeline  # noqa: E402
 from analysis.api import Store  # noqa: E402

@@ -8,7 +8,11 @@ times the run's analysis session (the tables every section shares, computed once
 tables apart, "session:" rows) and every report section, in wall and CPU seconds (the CPU
 seconds of the process, all threads; on a machine shared with other work they are the fairer
 figure), and the table says which step dominates (by CPU seconds), and the CPU seconds per
-million (collective x rank) calls, which stays flat when nothing grows faster than linearly. Usage:
+million (collective x rank) calls, which stays flat when nothing grows faster than linearly.
+Then the same report runs again in a fresh process ("warm"): a later command on the same run,
+which reads the session's tables from the run cache (analysis/run_cache.py) that the first
+wrote when computing them took long enough (the first run's figures include that write).
+Usage:
 
     python benchmarks/report_scale.py [--ranks 8 64 256 1024 4096] [--collectives 2000]
 """
@@ -111,6 +115,7 @@ def main() -> None:
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, "
           f"memory_limit {args.memory_limit}, {args.collectives} collectives per rank")  # fmt: skip
     head = f"{'ranks':>6} {'calls':>10} {'report s':>9} {'cpu s':>7} {'peak MiB':>9}"
+    head += f" {'warm s':>7} {'warm cpu':>8} {'warm MiB':>8}"
     print(f"{head} {'cpu s per M calls':>17}  dominant step (s, cpu s)  straggler found/truth")
     for ranks in args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
@@ -119,16 +124,22 @@ def main() -> None:
             cmd += ["--db", str(db), "--ranks", str(ranks), "--collectives", str(args.collectives)]
             truth = json.loads(subprocess.run(cmd, check=True, capture_output=True).stdout)
             wall, cpu, rss, got = run_child(db, args.memory_limit)
+            # a later command on the same run reads the session's tables from the run cache
+            # (analysis/run_cache.py), which the first wrote when they took long enough
+            _, warm_cpu, warm_rss, warm = run_child(db, args.memory_limit)
             spent, cpus = got["spent"], got["cpu"]
             # the steps: the session's tables and the sections (the session is their sum)
             steps = {k: v for k, v in cpus.items() if k not in ("open", "session")}
             top = max(steps, key=steps.get)
             calls = truth["rows"]["collectives"]
             print(f"{ranks:6d} {calls:10d} {spent['total report']:9.2f} {cpu:7.2f} {rss:9.0f} "
+                  f"{warm['spent']['total report']:7.2f} {warm_cpu:8.2f} {warm_rss:8.0f} "
                   f"{cpu / calls * 1e6:17.2f}  {top} ({spent[top]:.2f}, "
                   f"{cpus[top]:.2f})  {got['flagged']}/{truth['straggler_rank']}")  # fmt: skip
             for k in ("open", "session", *steps):
                 print(f"       {k:34s} {spent[k]:7.2f} s {cpus[k]:7.2f} cpu s")
+            print(f"       {'warm: session (read back)':34s} {warm['spent']['session']:7.2f} s "
+                  f"{warm['cpu']['session']:7.2f} cpu s")  # fmt: skip
 
 
 def run_child(db: Path, memory_limit: str) -> tuple[float, float, float, dict]:

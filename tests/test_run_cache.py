@@ -1,0 +1,171 @@
+"""A run's session tables kept between processes (analysis/run_cache.py): a report read from the
+cache equals the report computed without it, on real traces and on a generated run; the entry is
+not used once the run's rows change (a file ingested into the run, rows added another way) or
+when it is damaged, and a cache that cannot be written is simply not used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES
+from synthetic_traces import Scenario, insert_run, simulate
+
+from analysis import run_cache, session
+from analysis.db import load_modules, run_id
+from analysis.report import build_report
+from ingest import store
+
+GLOO = SAMPLES / "gloo_4rank_sleep"
+
+
+def report(db: Path, run: str, monkeypatch: pytest.MonkeyPatch, cache: bool = True) -> dict:
+    """The JSON report of `run` from a fresh read-only connection, as text and back (what a
+    later command would print)."""
+    monkeypatch.setenv(run_cache.ENV, "1" if cache else "0")
+    con = load_modules(store.connect(db, read_only=True))
+    try:
+        return json.loads(json.dumps(build_report(con, run), default=str))
+    finally:
+        con.close()
+
+
+def entries(db: Path) -> list[Path]:
+    base = Path(f"{db}.cache")
+    return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every cache every session reads from: the tables each load returned."""
+    seen: list[list[str]] = []
+    real = run_cache.load
+
+    def spy(con, rid, names):  # noqa: ANN001, ANN202
+        out = real(con, rid, names)
+        seen.append(out[0])
+        return out
+
+    monkeypatch.setattr(run_cache, "load", spy)
+    monkeypatch.setattr(run_cache, "MIN_SECONDS", 0.0)  # these runs are small: cache them anyway
+    return seen
+
+
+def test_a_real_run_read_back_gives_the_report_computed_without_the_cache(
+    tmp_path, monkeypatch, loads
+):
+    db = tmp_path / "s.duckdb"
+    with store.connect(db) as con:
+        store.ingest(con, "gloo", sorted(GLOO.glob("rank*.pt.trace.json.gz")))
+    uncached = report(db, "gloo", monkeypatch, cache=False)
+    assert entries(db) == []  # the variable turns it off: nothing written
+    first = report(db, "gloo", monkeypatch)  # computes and writes the entry
+    assert len(entries(db)) == 1 and loads[-1] == []
+    again = report(db, "gloo", monkeypatch)  # reads it
+    assert sorted(loads[-1]) == sorted(session.CACHED)
+    assert first == uncached and again == uncached
+    # the straggler the generator made (ground_truth.json) is named from the cached tables too
+    truth = json.loads((GLOO / "ground_truth.json").read_text())
+    flagged = [r["rank"] for r in again["stragglers"]["ranks"] if r.get("flagged")]
+    assert flagged == [truth["straggler_rank"]]
+
+
+def test_a_file_ingested_into_the_run_makes_its_entry_stale(tmp_path, monkeypatch, loads):
+    db = tmp_path / "s.duckdb"
+    files = sorted(GLOO.glob("rank*.pt.trace.json.gz"))
+    with store.connect(db) as con:
+        store.ingest(con, "gloo", files[:3])
+    three = report(db, "gloo", monkeypatch)
+    old = entries(db)
+    with store.connect(db) as con:
+        store.ingest(con, "gloo", files[3:])  # rank 3 joins the run
+    four = report(db, "gloo", monkeypatch)
+    assert loads[-1] == []  # not read from the three-rank entry
+    assert four == report(db, "gloo", monkeypatch, cache=False)
+    assert three["run_info"]["n_ranks"] == 3 and four["run_info"]["n_ranks"] == 4
+    assert len(entries(db)) == 1 and entries(db) != old  # the stale entry is gone
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> Path:
+    db = tmp_path / "g.duckdb"
+    with store.connect(db) as con:
+        insert_run(con, "a", simulate(Scenario(hosts=2, ranks_per_host=2, steps=3, straggler=3)))
+    return db
+
+
+def test_rows_changed_without_a_file_change_the_fingerprint(generated, monkeypatch, loads):
+    report(generated, "a", monkeypatch)
+    with store.connect(generated) as con:
+        rid = run_id(con, "a")
+        before = run_cache.fingerprint(con, rid)
+        con.execute("DELETE FROM steps WHERE run_id = ? AND step = 2 AND rank = 0", [rid])
+        assert run_cache.fingerprint(con, rid) != before
+    changed = report(generated, "a", monkeypatch)
+    assert loads[-1] == []
+    assert changed == report(generated, "a", monkeypatch, cache=False)
+
+
+def test_the_code_is_part_of_the_fingerprint(generated, monkeypatch):
+    with store.connect(generated, read_only=True) as con:
+        before = run_cache.fingerprint(con, 1)
+        monkeypatch.setattr(run_cache, "_code_digest", lambda: "other code")
+        assert run_cache.fingerprint(con, 1) != before
+
+
+@pytest.mark.parametrize("damage", ["truncated table", "types", "manifest", "missing table"])
+def test_a_damaged_entry_is_not_used(generated, monkeypatch, loads, damage):
+    uncached = report(generated, "a", monkeypatch, cache=False)
+    report(generated, "a", monkeypatch)
+    (entry,) = entries(generated)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    if damage == "truncated table":
+        path = entry / "collective_ranks.parquet"
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "types":
+        manifest["tables"]["run_summary"][0][1] += "[]"  # a list of what it was
+        (entry / "manifest.json").write_text(json.dumps(manifest))
+    elif damage == "manifest":
+        (entry / "manifest.json").write_text("{not json")
+    else:
+        (entry / "step_windows.parquet").unlink()
+    assert report(generated, "a", monkeypatch) == uncached
+    assert loads[-1] == []
+    with store.connect(generated, read_only=True) as con:  # no table of the failed load is left
+        left = con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0]
+    assert left == 0
+
+
+def test_a_cache_that_cannot_be_written_is_not_used(generated, monkeypatch, loads):
+    Path(f"{generated}.cache").write_text("a file where the directory would be")
+    assert report(generated, "a", monkeypatch) == report(generated, "a", monkeypatch, False)
+    assert loads[-1] == []
+
+
+def test_no_cache_for_a_store_in_memory_or_when_turned_off(generated, monkeypatch):
+    import duckdb
+
+    assert run_cache.directory(duckdb.connect()) is None
+    with store.connect(generated, read_only=True) as con:
+        assert run_cache.directory(con) == Path(f"{generated}.cache")
+        monkeypatch.setenv(run_cache.ENV, "0")
+        assert run_cache.directory(con) is None
+
+
+def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, loads):
+    monkeypatch.setattr(run_cache, "KEEP", 2)
+    db = tmp_path / "k.duckdb"
+    with store.connect(db) as con:
+        for i, name in enumerate("abc"):
+            insert_run(con, name, simulate(Scenario(hosts=1, ranks_per_host=2, steps=2, seed=i)))
+    for name in "abc":
+        report(db, name, monkeypatch)
+    kept = {p.name.split("-")[0] for p in entries(db)}
+    assert kept == {"run2", "run3"}
+
+
+def test_small_runs_are_not_written(generated, monkeypatch):
+    monkeypatch.setattr(run_cache, "MIN_SECONDS", 3600.0)
+    report(generated, "a", monkeypatch)
+    assert entries(generated) == []
