@@ -63,9 +63,9 @@ def add_wait(p: argparse.ArgumentParser) -> None:
 
 
 def emit_json(obj: Any) -> None:
-    """Pretty JSON on stdout."""
-    json.dump(obj, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    """Pretty JSON on stdout, written at once (json.dump writes every token apart: a
+    1,024-rank report made a million writes, 1.3 s of its 2.6 s)."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def fmt_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
