@@ -147,6 +147,13 @@ class Run:
                     break
         return out
 
+    def keep(self) -> list[str]:
+        """Compute the run's analysis tables (analysis/session.py) now and keep them in the run
+        cache beside the store (analysis/run_cache.py), so that its next report reads them.
+        Returns the tables computed (or read back, when they were kept already)."""
+        with run_session(self.con, self.id, keep=True) as cached:
+            return list(cached)
+
     def section(self, key: str) -> Any:
         """One section of the report (a key of analysis.report.SECTIONS) on its own, e.g.
         "hang", "nccl", "replay"; KeyError for a key that is not a section."""

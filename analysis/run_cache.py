@@ -16,7 +16,8 @@ new one is written. Deleting the directory is always safe.
 When an entry is valid: its fingerprint covers what the tables are computed from, namely
 * the run's rows: the store's schema version, the run's `files` rows (every ingest into a run
   adds its files, each with its sha256 and time of ingest), its Parquet shards, and how many
-  rows of the run every data table holds (so rows changed by any other means count too); and
+  rows of the run every data table holds (so rows added or deleted by other means count too;
+  values edited in place by hand are not seen: delete the directory after such an edit); and
 * the code computing them: the SQL modules as loaded, the sweep and session code, and the
   DuckDB version.
 A table is read back only if its column types are those recorded when it was written; anything
@@ -31,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 from functools import cache
 from pathlib import Path
@@ -94,6 +96,14 @@ def fingerprint(con: duckdb.DuckDBPyConnection, rid: int) -> str:
             [rid],
         ).fetchall(),
     ]
+    if "shards" in tables:
+        facts.append(
+            con.execute(
+                "SELECT table_name, path, n_rows, size_bytes FROM shards WHERE run_id = ? "
+                "ORDER BY ALL",
+                [rid],
+            ).fetchall()
+        )
     if tables:
         counts = " UNION ALL ".join(
             f"SELECT '{t}', count(*) FROM {t} WHERE run_id = {rid}" for t in tables
@@ -186,9 +196,18 @@ def save(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: Seconds after which a temporary entry is taken for one left by a process that was killed.
+ABANDONED_S = 3600.0
+
+
 def _prune(base: Path, rid: int, keep: Path) -> None:
-    """Remove the run's other entries and all but the KEEP most recently used."""
+    """Remove the run's other entries, all but the KEEP most recently used, and temporary
+    entries of writers that never finished (killed)."""
     with contextlib.suppress(OSError):
+        now = time.time()
+        for p in base.glob(".tmp-*"):
+            if now - p.stat().st_mtime > ABANDONED_S:
+                shutil.rmtree(p, ignore_errors=True)
         entries = [p for p in base.iterdir() if p.is_dir() and p.name.startswith("run")]
         stale = [p for p in entries if p.name.startswith(f"run{int(rid)}-") and p != keep]
         rest = sorted(

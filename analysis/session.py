@@ -80,12 +80,13 @@ def _set_runs(con: duckdb.DuckDBPyConnection, name: str, runs: list[int]) -> Non
 
 @contextmanager
 def run_session(
-    con: duckdb.DuckDBPyConnection, rid: int, names: Sequence[str] = CACHED
+    con: duckdb.DuckDBPyConnection, rid: int, names: Sequence[str] = CACHED, keep: bool = False
 ) -> Iterator[list[str]]:
     """Cache the intermediate tables of run `rid` on `con` for the duration of the block
     (those of CACHED that are in `names`: a view that reads a few of them caches only those);
     yields the names of the macros cached by this session (empty when an enclosing session
-    already caches the run)."""
+    already caches the run). `keep`: write them to the run cache however quickly they were
+    computed (a session of all of CACHED writes them when they took long enough)."""
     rid = int(rid)
     mine: list[str] = []
     swept: dict[str, str] | None = None
@@ -117,7 +118,8 @@ def run_session(
             mine.append(name)
             _set_runs(con, name, sorted({*cached.get(name, []), rid}))
         if not read and mine and set(CACHED) <= set(names):  # a whole run's tables: keep them
-            run_cache.save(con, rid, mine, fp, time.perf_counter() - started)
+            spent = float("inf") if keep else time.perf_counter() - started
+            run_cache.save(con, rid, mine, fp, spent)
         yield list(mine)
     finally:
         after = _cached_runs(con) if mine else {}

@@ -7,7 +7,8 @@ ranks by default (3.4 GB). Each command runs in a fresh process, measured from o
 benchmarks/ingest.py (wall seconds, CPU seconds of the whole process tree, peak memory; /proc is
 sampled every 100 ms meanwhile, which costs the machine a little CPU); the Dask run starts
 its own cluster of `--workers` local processes inside `commwall ingest`, so its time includes
-the cluster's start. The two stores' `report --format json` must be identical. Usage:
+the cluster's start, and the ingest's time includes computing the run's analysis tables for the
+run cache, as `commwall ingest` does by default. The two stores' `report --format json` must be identical. Usage:
 
     python benchmarks/ingest_e2e.py [--ranks 64] [--workers 2] [--keep DIR]
 """

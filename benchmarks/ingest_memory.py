@@ -382,6 +382,7 @@ def measure(case: Case, tmp: Path, i: int) -> Row:
     path = Path(path)
     db = d / "store.duckdb"
     cmd = [sys.executable, "-m", "cli", "ingest", str(path), "--db", str(db), "--run", "m"]
+    cmd.append("--no-prepare")  # the ingest alone, not the analysis after it
     peak, code, last, wall = peak_of([*cmd, "--quiet"])
     outcome = "stored" if code == 0 else "refused: " + _short(last.split(f"{path.name}: ")[-1])
     with open(path, "rb") as f:

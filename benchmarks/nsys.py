@@ -91,8 +91,9 @@ def bench(label: str, path: Path, rows_in: int, repeat: int, tmp: Path) -> None:
             peer_cpu, peer_rss = min(peer_cpu, json.loads(out)["cpu"]), max(peer_rss, peak)
     db = tmp / f"{label}.duckdb"
     wall, ingest_rss, _ = run(
-        [sys.executable, "-m", "cli.main", "ingest", str(path), "--db", str(db), "--quiet"]
-    )
+        [sys.executable, "-m", "cli.main", "ingest", str(path), "--db", str(db), "--quiet",
+         "--no-prepare"]
+    )  # fmt: skip
     size = path.stat().st_size / 2**20
     print(
         f"{label:<34} {size:6.1f} {rows_in:>9,} {rows_out:>9,} {best:7.2f} {cpu:7.2f} "

@@ -33,7 +33,7 @@ def report(db: Path, run: str, monkeypatch: pytest.MonkeyPatch, cache: bool = Tr
 
 def entries(db: Path) -> list[Path]:
     base = Path(f"{db}.cache")
-    return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    return sorted(p for p in base.glob("run*") if p.is_dir()) if base.is_dir() else []
 
 
 @pytest.fixture
@@ -169,3 +169,67 @@ def test_small_runs_are_not_written(generated, monkeypatch):
     monkeypatch.setattr(run_cache, "MIN_SECONDS", 3600.0)
     report(generated, "a", monkeypatch)
     assert entries(generated) == []
+
+
+def test_ingest_prepares_the_run_so_that_its_first_report_reads_it(tmp_path, monkeypatch, loads):
+    from cli.main import main
+
+    monkeypatch.setattr(run_cache, "MIN_SECONDS", 3600.0)  # the ingest keeps them however fast
+    db = tmp_path / "i.duckdb"
+    files = [str(p) for p in sorted(GLOO.glob("rank*.pt.trace.json.gz"))]
+    assert main(["ingest", *files, "--db", str(db), "--run", "g", "--quiet"]) == 0
+    assert len(entries(db)) == 1 and loads == [[]]  # computed once, by the ingest, and kept
+    report(db, "g", monkeypatch)
+    assert sorted(loads[-1]) == sorted(session.CACHED)  # the first report reads them back
+    assert main(["ingest", *files, "--db", str(tmp_path / "n.duckdb"), "--no-prepare"]) == 0
+    assert entries(tmp_path / "n.duckdb") == [] and len(loads) == 2  # not even computed
+
+
+def test_a_run_that_cannot_be_prepared_is_still_ingested(tmp_path, monkeypatch, capsys):
+    from analysis.api import Run
+    from cli.main import main
+
+    def fail(self):  # noqa: ANN001, ANN202
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(Run, "keep", fail)
+    db = tmp_path / "f.duckdb"
+    files = [str(p) for p in sorted(GLOO.glob("rank*.pt.trace.json.gz"))]
+    assert main(["ingest", *files, "--db", str(db), "--run", "g", "--quiet"]) == 0
+    assert "analysis tables not prepared (out of memory)" in capsys.readouterr().err
+    assert report(db, "g", monkeypatch)["run_info"]["n_ranks"] == 4
+
+
+def test_a_writer_killed_midway_leaves_nothing_that_lasts(generated, monkeypatch, loads):
+    import os
+
+    base = Path(f"{generated}.cache")
+    old, new = base / ".tmp-killed-long-ago", base / ".tmp-writing-now"
+    for p in (old, new):
+        p.mkdir(parents=True)
+        (p / "collective_ranks.parquet").write_bytes(b"PAR1 half written")
+    os.utime(old, (0, 0))
+    report(generated, "a", monkeypatch)  # writes its entry, and prunes
+    assert not old.exists() and new.exists()  # another writer may still be at work on `new`
+    assert len(entries(generated)) == 1 and report(generated, "a", monkeypatch) == report(
+        generated, "a", monkeypatch, cache=False
+    )
+    assert sorted(loads[-2]) == sorted(session.CACHED)  # the half-written ones were not read
+
+
+def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
+    tmp_path, monkeypatch, loads
+):
+    from cli.main import main
+
+    db = tmp_path / "d.duckdb"
+    files = [str(p) for p in sorted(GLOO.glob("rank*.pt.trace.json.gz"))]
+    argv = ["ingest", *files, "--db", str(db), "--run", "g", "--quiet"]
+    assert main([*argv, "--dataset", str(tmp_path / "shards")]) == 0
+    assert report(db, "g", monkeypatch) == report(db, "g", monkeypatch, cache=False)
+    assert sorted(loads[1]) == sorted(session.CACHED)  # the report read what the ingest kept
+    with store.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM shards").fetchone()[0] > 0
+        before = run_cache.fingerprint(load_modules(con), 1)
+        con.execute("UPDATE shards SET size_bytes = size_bytes + 1")  # a shard rewritten
+        assert run_cache.fingerprint(con, 1) != before

@@ -79,6 +79,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="processes that parse: N files at once, or one large file in N pieces at once "
         "(default 0: as many as there are cores, for 64 MB of files or more; 1: this process)",
     )
+    p.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="do not compute the run's analysis tables after the ingest (by default they are, "
+        "and kept beside the store when large, so that the run's first report reads them)",
+    )
     add_wait(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -170,7 +176,23 @@ def run(args: argparse.Namespace) -> int:
             note(line)
     if not summary.committed:
         note(f"nothing was stored for run {name!r}")
+    elif counts["ingested"] and not args.no_prepare:
+        _prepare(args.db, name, args.quiet)
     return 1 if summary.failed else 0
+
+
+def _prepare(db: str, name: str, quiet: bool) -> None:
+    """Compute run `name`'s analysis tables now (analysis.api.Run.keep), so that its first
+    report reads them from the run cache; a failure leaves the ingest as it was and is noted."""
+    from analysis.api import Store  # here, not above: ingest alone never loads analysis
+
+    if not quiet:
+        note(f"run {name!r}: preparing its analysis tables")
+    try:
+        with Store(db) as s:
+            s.run(name).keep()
+    except Exception as e:  # noqa: BLE001  (the run landed; its report computes them instead)
+        note(f"run {name!r}: analysis tables not prepared ({e}); its first report computes them")
 
 
 def _counted(path: Path, result: store.FileResult) -> list[str]:
