@@ -106,15 +106,19 @@ def fingerprint(con: duckdb.DuckDBPyConnection, rid: int) -> str:
         )
     if tables:
         counts = " UNION ALL ".join(
-            f"SELECT '{t}', count(*) FROM {t} WHERE run_id = {rid}" for t in tables
+            f"SELECT {_literal(t)}, count(*) FROM {_ident(t)} WHERE run_id = {rid}" for t in tables
         )
         facts.append(con.execute(counts).fetchall())
     h.update(repr(facts).encode())
     return h.hexdigest()[:32]
 
 
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
+def _literal(text: Path | str) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _types(con: duckdb.DuckDBPyConnection, source: str) -> list[list[str]]:
@@ -132,10 +136,11 @@ def load(con: duckdb.DuckDBPyConnection, rid: int, names: list[str]) -> tuple[li
     base = directory(con)
     if base is None or not base.is_dir():
         return [], ""
-    fp = fingerprint(con, rid)
-    entry = _entry(base, rid, fp)
     made: list[str] = []
+    fp = ""
     try:
+        fp = fingerprint(con, rid)
+        entry = _entry(base, rid, fp)
         manifest = json.loads((entry / _MANIFEST).read_text())
         if manifest.get("format") != FORMAT or manifest.get("fingerprint") != fp:
             return [], fp
@@ -150,7 +155,7 @@ def load(con: duckdb.DuckDBPyConnection, rid: int, names: list[str]) -> tuple[li
         with contextlib.suppress(OSError):
             os.utime(entry)  # most recently used
         return made, fp
-    except (OSError, ValueError, KeyError, TypeError, duckdb.Error):
+    except Exception:  # noqa: BLE001  (whatever is wrong with the entry or the store: not cached)
         for name in made:
             con.execute(f"DROP TABLE IF EXISTS temp.{dispatch.table(name, rid)}")
         return [], fp
@@ -165,10 +170,10 @@ def save(
     base = directory(con)
     if base is None or seconds < MIN_SECONDS or not names:
         return False
-    fp = fp or fingerprint(con, rid)
-    final = _entry(base, rid, fp)
     tmp = base / f".tmp-{uuid.uuid4().hex}"
     try:
+        fp = fp or fingerprint(con, rid)
+        final = _entry(base, rid, fp)
         tmp.mkdir(parents=True)
         tables = {}
         for name in names:
@@ -190,7 +195,7 @@ def save(
             return final.is_dir()  # another process wrote the same entry first
         _prune(base, rid, final)
         return True
-    except (OSError, duckdb.Error):
+    except Exception:  # noqa: BLE001  (a cache that cannot be written is not used)
         return False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

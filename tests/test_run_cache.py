@@ -233,3 +233,24 @@ def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
         before = run_cache.fingerprint(load_modules(con), 1)
         con.execute("UPDATE shards SET size_bytes = size_bytes + 1")  # a shard rewritten
         assert run_cache.fingerprint(con, 1) != before
+
+
+@pytest.mark.parametrize("manifest", ["[1, 2]", '{"format": 1, "fingerprint": null}', "null"])
+def test_a_foreign_manifest_is_not_read(generated, monkeypatch, loads, manifest):
+    uncached = report(generated, "a", monkeypatch, cache=False)
+    report(generated, "a", monkeypatch)
+    (entry,) = entries(generated)
+    (entry / "manifest.json").write_text(manifest)
+    assert report(generated, "a", monkeypatch) == uncached and loads[-1] == []
+
+
+def test_a_store_whose_run_cannot_be_fingerprinted_is_reported_without_the_cache(
+    generated, monkeypatch, loads
+):
+    Path(f"{generated}.cache").mkdir()
+    with store.connect(generated) as con:
+        con.execute("DROP TABLE files")  # a store this commwall did not write
+    uncached = report(generated, "a", monkeypatch, cache=False)
+    assert uncached["summary"] is not None  # the run itself is still there to report
+    assert report(generated, "a", monkeypatch) == uncached
+    assert loads[-1] == [] and entries(generated) == []
