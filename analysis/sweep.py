@@ -23,6 +23,8 @@ returns None and the session keeps the SQL definitions.
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import duckdb
@@ -183,9 +185,13 @@ def _ends(iv: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def _chunk(ev: dict[str, np.ndarray], per_win: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The figures of whole ranks of events (sorted by rank, time): adds each window's figures
-    to `per_win` (window index - 1); returns (ranks, span_ns or -1, figures per rank)."""
+#: What `_chunk` gives for a batch of whole ranks.
+_Swept = tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]
+
+
+def _chunk(ev: dict[str, np.ndarray]) -> _Swept:
+    """The figures of whole ranks of events (sorted by rank, time): (ranks, span_ns or -1,
+    figures per rank, lo, figures of the windows lo..lo + n - 1 (window index - 1))."""
     rank, t, code, d = ev["rank"], ev["t"], ev["code"], ev["d"]
     n = len(t)
     new_rank = np.r_[True, rank[1:] != rank[:-1]]
@@ -216,14 +222,20 @@ def _chunk(ev: dict[str, np.ndarray], per_win: np.ndarray) -> tuple[np.ndarray, 
     # the segments inside exactly one open window are credited to it (its id: the running sum
     # of the ids of the open windows)
     inside = np.flatnonzero(depth(_WINDOW) == 1)
+    lo, per_win = 1, np.zeros((0, len(FIGURES)), dtype=np.int64)
     if len(inside):
         wid = np.cumsum(ev["wid"])[inside]
         lo = int(wid.min())
         sums = _group_sums(
             (wid - lo) * _STATES + state[inside], length[inside], int(wid.max()) - lo + 1
         )
-        per_win[lo - 1 : lo - 1 + len(sums)] += sums @ _MATRIX
-    return rank[starts], span, per_rank
+        per_win = sums @ _MATRIX
+    return rank[starts], span, per_rank, lo, per_win
+
+
+def _figures(iv: dict[str, np.ndarray]) -> _Swept:
+    """`_chunk` of the ends of intervals `iv` (whole ranks)."""
+    return _chunk(_ends(iv))
 
 
 #: Intervals fetched per batch; a batch's last rank waits for the next batch.
@@ -241,19 +253,29 @@ def sweep(con: duckdb.DuckDBPyConnection, rid: int) -> Sweep | None:
         return None
     per_win = np.zeros((len(wins["rank"]), len(FIGURES)), dtype=np.int64)
     reader = con.sql(_INTERVALS_SQL, params={"rid": rid}).to_arrow_reader(_BATCH)
-    out: list[tuple[np.ndarray, ...]] = []
+    out: list[_Swept] = []
+    pending: deque[Future[_Swept]] = deque()
     held: dict[str, np.ndarray] | None = None
-    for batch in reader:
-        cols = {k: batch.column(k).to_numpy() for k in ("rank", "ts", "dur", "code", "wid")}
-        if held is not None:
-            cols = {k: np.concatenate([held[k], cols[k]]) for k in cols}
-        r = cols["rank"]
-        cut = int(np.searchsorted(r, r[-1])) if len(r) else 0  # start of the last rank
-        held = {k: v[cut:] for k, v in cols.items()}
-        if cut:
-            out.append(_chunk(_ends({k: v[:cut] for k, v in cols.items()}), per_win))
-    if held is not None and len(held["ts"]):
-        out.append(_chunk(_ends(held), per_win))
+    # numpy releases the GIL in its sorts and scans: a batch is swept on a second thread while
+    # DuckDB produces the next (chunks hold whole ranks, so they are independent); at most two
+    # batches wait, so memory still grows with the largest rank, not with the run
+    with ThreadPoolExecutor(1, thread_name_prefix="sweep") as pool:
+        for batch in reader:
+            if len(pending) >= 2:
+                out.append(pending.popleft().result())
+            cols = {k: batch.column(k).to_numpy() for k in ("rank", "ts", "dur", "code", "wid")}
+            if held is not None:
+                cols = {k: np.concatenate([held[k], cols[k]]) for k in cols}
+            r = cols["rank"]
+            cut = int(np.searchsorted(r, r[-1])) if len(r) else 0  # start of the last rank
+            held = {k: v[cut:] for k, v in cols.items()}
+            if cut:
+                pending.append(pool.submit(_figures, {k: v[:cut] for k, v in cols.items()}))
+        if held is not None and len(held["ts"]):
+            pending.append(pool.submit(_figures, held))
+        out += [f.result() for f in pending]
+    for *_, lo, sums in out:
+        per_win[lo - 1 : lo - 1 + len(sums)] += sums
     ranks = np.concatenate([o[0] for o in out]) if out else np.zeros(0, np.int32)
     span = np.concatenate([o[1] for o in out]) if out else np.zeros(0, np.int64)
     per_rank = np.concatenate([o[2] for o in out]) if out else np.zeros((0, len(FIGURES)), np.int64)
