@@ -83,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--no-prepare",
         action="store_true",
         help="do not compute the run's analysis tables after the ingest (by default they are, "
-        "and kept beside the store when large, so that the run's first report reads them)",
+        "and kept beside the store in DB.cache/, so that the run's first report reads them)",
     )
     add_wait(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
