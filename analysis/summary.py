@@ -99,7 +99,9 @@ def _part_records(df: Any, keys: tuple[str, ...]) -> list[dict]:
 def decomposition_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     """The report's `decomposition`: the run's step split into the six parts (means, adding up
     to the mean step), per rank (means over its steps) and per (rank, step)."""
-    rows = con.execute("SELECT * FROM run_rows(?)", [rid]).df()
+    # in (rank, step) order: the join under run_rows gives its rows in any order, and the
+    # report's list of steps must be the same from one run of the report to the next
+    rows = con.execute("SELECT * FROM run_rows(?) ORDER BY rank, step NULLS FIRST", [rid]).df()
     if rows.empty:
         return {"scope": None, "parts": list(PARTS), "run": None, "ranks": [], "steps": []}
     cols = ["step_ns", *PARTS.values()]
