@@ -13,7 +13,7 @@ redefined, each macro of CACHED is loaded under two names (analysis/db.py, `with
 A session therefore only creates its tables and sets the variables; nothing is redefined. That
 matters for speed: a macro's body is bound whenever a query uses it, so a dispatch that named both
 branches in SQL (a UNION ALL pruned by the planner) still bound the whole uncached macro tree on
-every read of a cached table (58 ms for run_summary where the table alone takes under 1 ms), and
+every read of a cached table (58 ms for run_summary where the table alone took under 1 ms), and
 each redefinition bound it once more. The run id of a call must be a constant or a bound
 parameter (every call in analysis/sql passes its own `rid` on), never a column of a lateral join.
 """

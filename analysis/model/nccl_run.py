@@ -62,12 +62,10 @@ def nccl_times(topo: NcclTopo, op: str, sizes: np.ndarray) -> tuple[np.ndarray, 
         return times, picks
     # a run repeats a few message sizes thousands of times: predict each size once
     unique, where = np.unique(np.asarray(sizes, dtype=float), return_inverse=True)
+    times_u, picks_u = np.full(len(unique), np.nan), [""] * len(unique)
     for i, size in enumerate(unique):
         choices = nccl_predict(op, int(size), topo)
         if choices:
-            hit = where == i
-            times[hit] = choices[0].time_s
-            pick = f"{choices[0].algorithm}/{choices[0].protocol}"
-            for j in np.flatnonzero(hit):
-                picks[j] = pick
-    return times, picks
+            times_u[i] = choices[0].time_s
+            picks_u[i] = f"{choices[0].algorithm}/{choices[0].protocol}"
+    return times_u[where], [picks_u[i] for i in where]
