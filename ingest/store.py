@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from ingest.errors import IngestError, log_parser_failure, parser_failure
-from ingest.exec import forked, parallel
+from ingest.exec import forked, heap, parallel
 from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
@@ -188,11 +188,15 @@ def rank_clash(path: str | Path, rank: int, source: str | None) -> IngestError:
 
 
 def _insert(con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed) -> None:
-    for table, data in parsed.tables.items():
-        if data.num_rows == 0:
+    heap.give_back()  # what parsing freed, before DuckDB takes its copy of the rows
+    for table in list(parsed.tables):
+        if parsed.tables[table].num_rows == 0:
             continue
         view = f"_new_{table}"
-        con.register(view, data.combine_chunks())  # DuckDB scans one chunk faster than many
+        # DuckDB scans one chunk faster than many; the chunked original is dropped before
+        # DuckDB copies the rows, so that a large file's columns are not held twice meanwhile
+        data = parsed.tables[table] = parsed.tables[table].combine_chunks()
+        con.register(view, data)
         con.execute(
             f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS file_id, * FROM {view}",
             [rid, fid],

@@ -18,6 +18,7 @@ from ingest.exec import forked
 from ingest.formats.kineto import events as kineto_events
 from ingest.formats.kineto import reader as kineto
 from ingest.parsed import Parsed
+from ingest.sources import read_bytes
 
 REAL = sorted(DATA.glob("kineto/*/*.json.gz")) + [
     sorted((SAMPLES / d).glob("*.json.gz"))[0] for d in ("dlrm_8rank", "gloo_4rank_compute")
@@ -121,6 +122,37 @@ def test_a_bad_event_late_in_a_large_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(forked, "cores", lambda: 2)
     with pytest.raises(IngestError, match=r"traceEvents\[2500\]\.ts"):
         kineto.parse(path)
+
+
+def _mapped_kib(path: Path) -> int:
+    """KiB of `path`'s mapping resident in this process (/proc/self/smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    rss, inside = 0, False
+    for line in lines:
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            rss += int(head[1])
+    return rss
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc")
+def test_finding_the_cuts_leaves_the_file_unmapped(tmp_path, monkeypatch):
+    """Looking for cuts touches pages all along the file (a whole piece per cut where the
+    kernel maps large folios); they are dropped as it goes, so that a large file does not count
+    against the process before it is decoded. Here every page is touched first: after the
+    cuts are found, no more than the last piece stays mapped."""
+    path = _write(tmp_path, _doc(40_000))
+    monkeypatch.setattr(kineto_events, "PIECE", 1 << 16)
+    data = read_bytes(path)
+    size = len(data)
+    assert sum(data[i] for i in range(0, size, 4096)) > 0  # every page resident here
+    assert _mapped_kib(path) * 1024 > size // 2
+    spans = kineto_events.Trace(path, data).spans()
+    assert len(spans) > 20
+    last = size - spans[-1][0]
+    assert _mapped_kib(path) * 1024 <= last + 2 * (1 << 16)
 
 
 def test_json_nested_beyond_the_decoders_limit_is_an_error_naming_the_file(tmp_path):

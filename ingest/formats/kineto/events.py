@@ -152,6 +152,9 @@ class Trace:
         piece = max(PIECE, len(data) // MAX_PIECES)
         while (m := _CUT.search(data, pos + piece)) is not None:
             spans.append((pos, m.start() + 1))
+            # the search mapped the pages around the cut, as much as a whole piece where the
+            # kernel maps large folios: dropped at once, or the whole file would count here
+            self._release(pos, m.end() + mmap.PAGESIZE)
             pos = m.end() - 1
         spans.append((pos, -1))
         return spans
@@ -182,7 +185,7 @@ class Trace:
         dontneed = getattr(mmap, "MADV_DONTNEED", None)
         if isinstance(self._data, mmap.mmap) and dontneed is not None:
             lo = -(-a // mmap.PAGESIZE) * mmap.PAGESIZE
-            hi = b // mmap.PAGESIZE * mmap.PAGESIZE
+            hi = min(b, len(self._data)) // mmap.PAGESIZE * mmap.PAGESIZE
             if hi > lo:
                 self._data.madvise(dontneed, lo, hi - lo)
 
