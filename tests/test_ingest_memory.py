@@ -5,12 +5,14 @@ measures whole ingests)."""
 from __future__ import annotations
 
 import gzip
+import mmap
 import random
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from ingest import sources
 from ingest.errors import IngestError
 from ingest.formats.nccl_log import stream
 from ingest.sources import read_bytes
@@ -53,6 +55,49 @@ def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
     assert bytes(data) == text
     # one buffer of the content (grown in place) plus the pieces in flight, not twice it
     assert peak < 1.3 * len(text) + (12 << 20)
+
+
+def _big_gzip(tmp_path: Path) -> tuple[Path, bytes]:
+    events = b",".join(b'{"ph": "X", "ts": %d, "dur": 1}' % i for i in range(300_000))
+    text = b'{"traceEvents": [' + events + b"]}"
+    path = tmp_path / "t_rank0.json.gz"
+    path.write_bytes(gzip.compress(text, 6))
+    return path, text
+
+
+def test_large_gzip_content_goes_to_a_temporary_file_not_the_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, text = _big_gzip(tmp_path)  # 10.7 MB inflated
+    monkeypatch.setattr(sources, "SPILL", 1 << 20)
+    monkeypatch.setattr(sources, "CHUNK", 1 << 18)  # inflated 256 KB at a time
+    tracemalloc.start()
+    try:
+        data = read_bytes(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(data, mmap.mmap)  # pages the decoder can drop as it goes
+    assert data[:] == text
+    # the spill size and a few pieces in flight are all that was on the heap: not the content
+    assert peak < 4 << 20
+    assert len(text) > 10 << 20
+    data.close()
+
+
+def test_gzip_content_stays_in_memory_where_no_temporary_file_can_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, text = _big_gzip(tmp_path)
+    monkeypatch.setattr(sources, "SPILL", 1 << 20)
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sources.tempfile, "TemporaryFile", no_space)
+    data = read_bytes(path)
+    assert isinstance(data, bytearray)
+    assert bytes(data) == text
 
 
 def test_nccl_log_gzip_bomb_is_refused_at_the_ratio_limit(tmp_path: Path) -> None:
