@@ -41,11 +41,16 @@ def test_trailer_claim_in_front_of_junk_allocates_nothing_for_the_claim(tmp_path
     assert _peak_of_read(path) < 12 << 20
 
 
-def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
+def _big_gzip(tmp_path: Path) -> tuple[Path, bytes]:
     events = b",".join(b'{"ph": "X", "ts": %d, "dur": 1}' % i for i in range(300_000))
     text = b'{"traceEvents": [' + events + b"]}"
     path = tmp_path / "t_rank0.json.gz"
     path.write_bytes(gzip.compress(text, 6))
+    return path, text
+
+
+def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
+    path, text = _big_gzip(tmp_path)
     tracemalloc.start()
     try:
         data = read_bytes(path)
@@ -55,14 +60,6 @@ def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
     assert bytes(data) == text
     # one buffer of the content (grown in place) plus the pieces in flight, not twice it
     assert peak < 1.3 * len(text) + (12 << 20)
-
-
-def _big_gzip(tmp_path: Path) -> tuple[Path, bytes]:
-    events = b",".join(b'{"ph": "X", "ts": %d, "dur": 1}' % i for i in range(300_000))
-    text = b'{"traceEvents": [' + events + b"]}"
-    path = tmp_path / "t_rank0.json.gz"
-    path.write_bytes(gzip.compress(text, 6))
-    return path, text
 
 
 def test_large_gzip_content_goes_to_a_temporary_file_not_the_heap(
