@@ -192,16 +192,17 @@ def _insert(con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed) 
     for table in list(parsed.tables):
         if parsed.tables[table].num_rows == 0:
             continue
-        view = f"_new_{table}"
         # DuckDB scans one chunk faster than many; the chunked original is dropped before
         # DuckDB copies the rows, so that a large file's columns are not held twice meanwhile
-        data = parsed.tables[table] = parsed.tables[table].combine_chunks()
-        con.register(view, data)
+        parsed_rows = parsed.tables[table] = parsed.tables[table].combine_chunks()
+        # read through DuckDB's scan of this frame's variable, not a registered view: a view
+        # dropped inside a transaction keeps its Arrow table alive until the transaction ends,
+        # and an ingest is one transaction, so every file's rows stayed in memory to the end
         con.execute(
-            f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS file_id, * FROM {view}",
+            f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS file_id, * FROM parsed_rows",
             [rid, fid],
         )
-        con.unregister(view)
+        del parsed_rows
 
 
 def ingest(
