@@ -88,8 +88,8 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
     inflated into one buffer that grows with the data actually inflated (a large buffer grows
     in place, so memory peaks near the uncompressed size, not twice it); past SPILL bytes, into
     an anonymous temporary file memory-mapped the same way, unless none can be written. The
-    size a gzip
-    trailer claims is never used, since a crafted or truncated file's trailer says anything."""
+    size a gzip trailer claims is never used, since a crafted or truncated file's trailer says
+    anything."""
     p = Path(path)
     try:
         size = p.stat().st_size
