@@ -9,9 +9,10 @@ session of the same run reads them back instead (`load`, about a tenth of the ti
 Where: `<store>.cache/` beside the store file (none for an in-memory store, or when the variable
 COMMWALL_CACHE is "0"). One entry per run and fingerprint, `run<id>-<fingerprint>/`: a Parquet
 file per table and `manifest.json`, written under a temporary name and renamed into place, so
-a reader sees an entry whole or not at all and writers never wait on each other. The KEEP most
-recently used entries are kept; an entry for an older fingerprint of the run is removed when a
-new one is written. Deleting the directory is always safe.
+a reader sees an entry whole or not at all and writers never wait on each other. The most
+recently used entries are kept, up to KEEP entries and BUDGET bytes; an entry for an older
+fingerprint of the run is removed when a new one is written. Deleting the directory is always
+safe.
 
 When an entry is valid: its fingerprint covers what the tables are computed from, namely
 * the run's rows: the store's schema version, the run's `files` rows (every ingest into a run
@@ -44,8 +45,10 @@ from analysis import db, dispatch, sweep
 #: Seconds of computing below which a session's tables are not worth writing (a small run's
 #: tables are computed faster than they are written and read back).
 MIN_SECONDS = 1.0
-#: Entries kept (the most recently used).
-KEEP = 8
+#: Entries kept: the most recently used, at most KEEP of them and BUDGET bytes in all (the entry
+#: just written always stays). A 1,024-rank run of 2,000 collectives per rank takes 181 MB.
+KEEP = 32
+BUDGET = 4 << 30
 #: Set to "0" to neither read nor write the cache.
 ENV = "COMMWALL_CACHE"
 #: Version of the entry layout.
@@ -206,8 +209,8 @@ ABANDONED_S = 3600.0
 
 
 def _prune(base: Path, rid: int, keep: Path) -> None:
-    """Remove the run's other entries, all but the KEEP most recently used, and temporary
-    entries of writers that never finished (killed)."""
+    """Remove the run's other entries, the least recently used beyond KEEP entries or BUDGET
+    bytes, and temporary entries of writers that never finished (killed)."""
     with contextlib.suppress(OSError):
         now = time.time()
         for p in base.glob(".tmp-*"):
@@ -216,7 +219,21 @@ def _prune(base: Path, rid: int, keep: Path) -> None:
         entries = [p for p in base.iterdir() if p.is_dir() and p.name.startswith("run")]
         stale = [p for p in entries if p.name.startswith(f"run{int(rid)}-") and p != keep]
         rest = sorted(
-            (p for p in entries if p not in stale), key=lambda p: p.stat().st_mtime, reverse=True
+            (p for p in entries if p not in stale and p != keep),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
         )
-        for p in stale + rest[KEEP:]:
+        used = _bytes(keep)
+        for i, p in enumerate(rest, start=1):
+            size = _bytes(p)
+            if i < KEEP and used + size <= BUDGET:
+                used += size
+            else:
+                stale.append(p)
+        for p in stale:
             shutil.rmtree(p, ignore_errors=True)
+
+
+def _bytes(entry: Path) -> int:
+    """Bytes of an entry's files."""
+    return sum(f.stat().st_size for f in entry.iterdir())

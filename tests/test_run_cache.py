@@ -165,6 +165,22 @@ def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, loa
     assert kept == {"run2", "run3"}
 
 
+def test_entries_beyond_the_byte_budget_are_removed_oldest_first(tmp_path, monkeypatch, loads):
+    db = tmp_path / "b.duckdb"
+    with store.connect(db) as con:
+        for i, name in enumerate("abc"):
+            insert_run(con, name, simulate(Scenario(hosts=1, ranks_per_host=2, steps=2, seed=i)))
+    report(db, "a", monkeypatch)
+    (first,) = entries(db)
+    size = sum(f.stat().st_size for f in first.iterdir())
+    # room for two entries of this size, not three (the runs are alike, so are their entries)
+    monkeypatch.setattr(run_cache, "BUDGET", int(2.5 * size))
+    for name in "bc":
+        report(db, name, monkeypatch)
+    kept = {p.name.split("-")[0] for p in entries(db)}
+    assert kept == {"run2", "run3"}
+
+
 def test_small_runs_are_not_written(generated, monkeypatch):
     monkeypatch.setattr(run_cache, "MIN_SECONDS", 3600.0)
     report(generated, "a", monkeypatch)
