@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -281,7 +281,42 @@ def ingest(
         if outcomes is not None:
             outcomes.close()  # stops worker processes still parsing after a failure
         hasher.shutdown()
+    _checkpoint(con)
     return summary
+
+
+#: DuckDB's buffer pool while it folds a committed ingest into the store file. Left at DuckDB's
+#: default (80 % of the machine's memory), folding a 64-rank job of 3.4 GB took 1.4 GB; capped
+#: here, 0.47 GB in the same time.
+CHECKPOINT_MEMORY = "256MB"
+
+
+def _checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Fold what was just committed into the store file now, with DuckDB's buffer pool capped
+    at CHECKPOINT_MEMORY unless the connection has a limit of its own (left as it is). Closing
+    the store would otherwise do it with the whole default pool. Nothing is lost if it cannot be
+    done now (another transaction open): the data is committed, and DuckDB folds it later."""
+    try:
+        capped = _scalar(con, _MEMORY_LIMIT) == _default_memory_limit()
+        if capped:
+            con.execute(f"SET memory_limit = '{CHECKPOINT_MEMORY}'")
+        try:
+            con.execute("CHECKPOINT")
+        finally:
+            if capped:
+                con.execute("RESET memory_limit")
+    except duckdb.Error:
+        return
+
+
+_MEMORY_LIMIT = "SELECT value FROM duckdb_settings() WHERE name = 'memory_limit'"
+
+
+@cache
+def _default_memory_limit() -> str:
+    """DuckDB's default memory limit here (a share of the machine's memory), as it prints it."""
+    with duckdb.connect() as con:
+        return str(_scalar(con, _MEMORY_LIMIT))
 
 
 _Pending = Callable[[], tuple[str, Parsed | None]]

@@ -132,3 +132,24 @@ def test_an_ingest_does_not_hold_every_files_rows_until_it_commits(tmp_path: Pat
     assert len(held) == len(files) == 8
     # what Arrow holds after each file, against after the first: flat, not growing with files
     assert held[-1] - held[0] < (held[0] + (1 << 20)) / 2
+
+
+@pytest.mark.parametrize("own_limit", [None, "3GB"])
+def test_an_ingest_is_folded_into_the_store_before_it_is_closed(tmp_path, own_limit):
+    """After the commit the ingest checkpoints with DuckDB's pool capped (closing the store
+    did it with the default pool: 1.4 GB for a 64-rank job of 3.4 GB, 0.47 GB capped;
+    benchmarks/ingest_e2e.py), and leaves the connection's own limit as it found it."""
+    db = tmp_path / "s.duckdb"
+    con = store.connect(db)
+    setting = "SELECT value FROM duckdb_settings() WHERE name = 'memory_limit'"
+    try:
+        if own_limit:
+            con.execute(f"SET memory_limit = '{own_limit}'")
+        before = con.execute(setting).fetchall()
+        store.ingest(con, "r", sorted(DLRM.glob("*.gz")))
+        wal = Path(f"{db}.wal")
+        assert not wal.exists() or wal.stat().st_size == 0  # folded in before the close
+        assert con.execute(setting).fetchall() == before
+        assert con.execute("SELECT count(*) FROM ranks").fetchall() == [(8,)]
+    finally:
+        con.close()
