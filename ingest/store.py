@@ -286,8 +286,8 @@ def ingest(
 
 
 #: DuckDB's buffer pool while it folds a committed ingest into the store file. Left at DuckDB's
-#: default (80 % of the machine's memory), folding a 64-rank job of 3.4 GB took 1.4 GB; capped
-#: here, 0.47 GB in the same time.
+#: default (80 % of the machine's memory), benchmarks/ingest_e2e.py's 64-rank job of 3.4 GB
+#: peaked at 1,393 MB doing it on closing the store; capped here, 658-671 MB.
 CHECKPOINT_MEMORY = "256MB"
 
 

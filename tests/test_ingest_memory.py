@@ -51,14 +51,19 @@ def _big_gzip(tmp_path: Path) -> tuple[Path, bytes]:
     return path, text
 
 
-def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
-    path, text = _big_gzip(tmp_path)
+def _traced_read(path: Path) -> tuple[bytearray | mmap.mmap, int]:
+    """read_bytes(path) and the most the heap held meanwhile (bytes)."""
     tracemalloc.start()
     try:
         data = read_bytes(path)
-        peak = tracemalloc.get_traced_memory()[1]
+        return data, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_gzip_content_is_read_whole_and_exact(tmp_path: Path) -> None:
+    path, text = _big_gzip(tmp_path)
+    data, peak = _traced_read(path)
     assert bytes(data) == text
     # one buffer of the content (grown in place) plus the pieces in flight, not twice it
     assert peak < 1.3 * len(text) + (12 << 20)
@@ -70,12 +75,7 @@ def test_large_gzip_content_goes_to_a_temporary_file_not_the_heap(
     path, text = _big_gzip(tmp_path)  # 10.7 MB inflated
     monkeypatch.setattr(sources, "SPILL", 1 << 20)
     monkeypatch.setattr(sources, "CHUNK", 1 << 18)  # inflated 256 KB at a time
-    tracemalloc.start()
-    try:
-        data = read_bytes(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    data, peak = _traced_read(path)
     assert isinstance(data, mmap.mmap)  # pages the decoder can drop as it goes
     assert data[:] == text
     # the spill size and a few pieces in flight are all that was on the heap: not the content
@@ -137,8 +137,8 @@ def test_an_ingest_does_not_hold_every_files_rows_until_it_commits(tmp_path: Pat
 @pytest.mark.parametrize("own_limit", [None, "3GB"])
 def test_an_ingest_is_folded_into_the_store_before_it_is_closed(tmp_path, own_limit):
     """After the commit the ingest checkpoints with DuckDB's pool capped (closing the store
-    did it with the default pool: 1.4 GB for a 64-rank job of 3.4 GB, 0.47 GB capped;
-    benchmarks/ingest_e2e.py), and leaves the connection's own limit as it found it."""
+    did it with the default pool; benchmarks/ingest_e2e.py's 64-rank job peaked at 1,393 MB
+    that way, 658-671 MB capped), and leaves the connection's own limit as it found it."""
     db = tmp_path / "s.duckdb"
     con = store.connect(db)
     setting = "SELECT value FROM duckdb_settings() WHERE name = 'memory_limit'"
