@@ -12,12 +12,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from analysis.model.step import mostly_waiting
+from analysis.stopped import HUNG_FIGURES, stop_sentence
 from analysis.verdict import EXPOSED_SHARE_LIMIT
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
 #: Measured bus bandwidth below this fraction of the link's peak deserves attention.
 BUSBW_FRACTION_LIMIT = 0.5
 NCCL_LOG_HINT = "Upload the run's NCCL_DEBUG=INFO logs (one per process) with the traces."
+HANG_ACTION = "Read the Hang page: the culprit rank's own logs and stack come next."
 
 Item = dict[str, Any]
 
@@ -84,6 +87,17 @@ def stragglers(report: Mapping[str, Any]) -> Item:
         )
     ranks = {r.get("rank"): r for r in s["ranks"] if isinstance(r, dict)}
     flagged = [ranks[r] for r in s.get("flagged") or [] if r in ranks]
+    if stop_sentence(report) and not any(r.get("kind") == "compute" for r in flagged):
+        return _item(
+            "stragglers",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "The job stopped: the waiting these figures share out includes the wait for the "
+            "hung collective, so they do not tell a slow node. "
+            + (s.get("verdict") or "No rank was flagged."),
+            _stopped_action(report),
+        )
     if not flagged:
         return _item("stragglers", title, page, OK, s.get("verdict") or "No rank was flagged.")
 
@@ -320,8 +334,28 @@ def exposed_comm(report: Mapping[str, Any]) -> Item:
         f"Exposed communication is {100 * share:.1f}% of step time "
         f"(target {100 * EXPOSED_SHARE_LIMIT:.0f}%)."
     )
+    if stop_sentence(report):
+        return _item(
+            "exposed_comm",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            f"{words[:-1]}, but the job stopped: {HUNG_FIGURES}.",
+            _stopped_action(report),
+        )
     if share <= EXPOSED_SHARE_LIMIT:
         return _item("exposed_comm", title, page, OK, words)
+    wait = _wait_fraction(report)
+    if mostly_waiting(wait):
+        return _item(
+            "exposed_comm",
+            title,
+            page,
+            ATTENTION,
+            f"{words[:-1]}, {100 * (wait or 0):.0f}% of it waiting for late ranks.",
+            "See the Stragglers page and the diagnosis for who is late and why: more overlap, "
+            "bandwidth or fewer bytes would not remove the waiting.",
+        )
     return _item(
         "exposed_comm",
         title,
@@ -330,6 +364,24 @@ def exposed_comm(report: Mapping[str, Any]) -> Item:
         words,
         "See the Model page: more overlap, gradient accumulation or fewer bytes.",
     )
+
+
+def _stopped_action(report: Mapping[str, Any]) -> str:
+    """What to read when the job stopped: the Hang page with Flight Recorder dumps, else the
+    NCCL page's timeouts and how to find the rank that never arrived."""
+    if (report.get("hang") or {}).get("present"):
+        return HANG_ACTION
+    return (
+        "Read the timeouts on the NCCL page; Flight Recorder dumps of every rank "
+        "(TORCH_FR_BUFFER_SIZE=2000) name the rank that never entered the collective."
+    )
+
+
+def _wait_fraction(report: Mapping[str, Any]) -> float | None:
+    """The part of the exposed communication spent waiting for late ranks (None: unknown)."""
+    s = report.get("summary") or {}
+    exposed, wait = s.get("exposed_comm_ms"), s.get("exposed_wait_ms")
+    return wait / exposed if wait is not None and exposed else None
 
 
 def nccl_warnings(report: Mapping[str, Any]) -> Item:
@@ -362,8 +414,7 @@ def hang(report: Mapping[str, Any]) -> Item:
         return _item("hang", title, page, NOT_OBSERVABLE, "No Flight Recorder dumps.", action)
     groups = h.get("groups") or []
     if h.get("findings") or any(g.get("missing_dumps") for g in groups):
-        action = "Read the Hang page: the culprit rank's own logs and stack come next."
-        return _item("hang", title, page, ATTENTION, h["verdict"], action)
+        return _item("hang", title, page, ATTENTION, h["verdict"], HANG_ACTION)
     return _item("hang", title, page, OK, h["verdict"])
 
 

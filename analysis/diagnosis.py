@@ -23,6 +23,7 @@ from statistics import median
 from typing import Any
 
 from analysis import policy
+from analysis.stopped import stop_sentence
 from analysis.summary import PART_LABELS
 
 #: Non-compute parts that can be a cause, with the class each one names.
@@ -237,7 +238,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     "model" (when the α-β model disagrees)."""
     s = report.get("summary") or {}
     step = s.get("step_ms")
-    stop = _stop_sentence(report)
+    stop = stop_sentence(report)
     if not step:
         if stop:
             return {
@@ -369,29 +370,6 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "paragraph": paragraph,
         "points": points,
     }
-
-
-def _stop_sentence(report: Mapping[str, Any]) -> str | None:
-    """The job stopped: the Flight Recorder's cause, else NCCL's watchdog timeouts."""
-    hang = report.get("hang") or {}
-    if hang.get("present") and any(g.get("cause") for g in hang.get("groups") or []):
-        return f"The job hung. {hang['verdict']}"
-    nccl = report.get("nccl") or {}
-    t = nccl.get("timeouts") or {}
-    timeouts = t.get("count") or 0
-    if timeouts:
-        first = next((f for f in nccl.get("findings") or [] if "watchdog" in f), None)
-        colls = t.get("collectives") or []
-        what = (
-            f"{len(colls)} collective(s) ({timeouts} reports)" if colls else f"{timeouts} time(s)"
-        )
-        return (
-            f"The job stopped: NCCL's watchdog timed out on {what}"
-            + (f"; {first}." if first else ". ")
-            + (" " if first else "")
-            + "Flight Recorder dumps of every rank name the rank that never entered it."
-        )
-    return None
 
 
 def _bandwidth_sentence(report: Mapping[str, Any]) -> str:

@@ -107,6 +107,30 @@ def test_exposed_comm_threshold():
     assert status(checklist.evaluate({}), "exposed_comm") == checklist.NOT_OBSERVABLE
 
 
+HUNG = {"present": True, "verdict": "Hang at seq 6.", "groups": [{"cause": "missing"}]}
+TIMED_OUT = {"present": True, "findings": [],
+             "timeouts": {"count": 2, "collectives": [92], "first": {"text": "Watchdog"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "summary,extra,expected,action",
+    [
+        # the exposed part mostly transfer: overlap, accumulation or fewer bytes
+        ({"exposed_comm_ms": 40, "exposed_wait_ms": 10}, {}, checklist.ATTENTION, "Model page"),
+        # waiting for late ranks is half of it or more: not a bandwidth or overlap problem
+        ({"exposed_comm_ms": 40, "exposed_wait_ms": 20}, {}, checklist.ATTENTION, "Stragglers"),
+        ({"exposed_comm_ms": 40, "exposed_wait_ms": 39}, {}, checklist.ATTENTION, "Stragglers"),
+        # the job hung (Flight Recorder) or NCCL's watchdog stopped it: the figures are the hang
+        ({"exposed_comm_ms": 40}, {"hang": HUNG}, checklist.NOT_OBSERVABLE, "Hang page"),
+        ({"exposed_comm_ms": 40}, {"nccl": TIMED_OUT}, checklist.NOT_OBSERVABLE, "NCCL page"),
+    ],
+)
+def test_exposed_comm_points_at_the_remedy(summary, extra, expected, action):
+    report = {"summary": {"exposed_comm_share": 0.4, **summary}, **extra}
+    item = next(i for i in checklist.evaluate(report) if i["key"] == "exposed_comm")
+    assert item["status"] == expected and action in item["action"]
+
+
 def nccl(**changes):
     """An nccl section of a run with logs (analysis.nccl's shape) with `changes` applied."""
     return {**empty_section(), "present": True, "hint": None, "files": 1, **changes}

@@ -75,6 +75,11 @@ def test_dlrm_is_not_a_bandwidth_wall(reports):
     text = render_text(rep, lambda df: df.to_string())
     assert "more bandwidth, fewer bytes" not in text
     assert "waiting for late ranks" in rep["model"]["measured"]["reason"]
+    # nor does the checklist: its exposed-communication item sends the reader to the
+    # stragglers, not to overlap or gradient accumulation
+    item = next(i for i in rep["checklist"] if i["key"] == "exposed_comm")
+    assert item["status"] == "attention" and "Stragglers page" in item["action"]
+    assert "gradient accumulation" not in item["action"]
     assert "CPU traces" not in d["paragraph"]  # V100 kernels in the traces
 
 
@@ -158,6 +163,18 @@ def test_a_hung_run_leads_with_the_hang(tmp_path):
     assert f"seq {truth['hang_seq']}" in d["paragraph"]
     # the traces end inside the hung all_gather: its wait until the timeout is no bandwidth wall
     assert "bandwidth-bound" not in d["paragraph"] and d["causes"] == ["hang"]
+    # and nothing else in the report reads it as one: the measured verdict is withheld (the
+    # figures alone would make it a wall needing bandwidth), the checklist leads with the hang
+    measured = rep["model"]["measured"]
+    assert measured["verdict"] == "hung" and "fix the hang first" in measured["reason"]
+    assert measured["verdict_withheld"]["verdict"] == "communication wall"
+    text = render_text(rep, lambda df: df.to_string())
+    assert "more bandwidth, fewer bytes" not in text.split("predicted:")[0]
+    items = {i["key"]: i for i in rep["checklist"]}
+    assert rep["checklist"][0]["key"] == "hang" and items["hang"]["status"] == "attention"
+    assert items["exposed_comm"]["status"] == "not_observable"
+    assert items["stragglers"]["status"] == "not_observable"
+    assert "overlap, gradient accumulation" not in items["exposed_comm"]["action"]
 
 
 def test_a_watchdog_log_alone_says_the_job_stopped(tmp_path):

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 COMPUTE_BOUND = "compute-bound"
 COMM_WALL = "communication wall"
 DEFAULT_TARGET_OVERHEAD = 0.10
+#: Exposed communication spent waiting for late ranks at or above this fraction of it is a
+#: wall of waiting: neither bandwidth nor overlap is the remedy.
+WAIT_DOMINATES = 0.5
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ def _check(compute_s: float, comm_s: float, eta: float, grad_accum: int) -> None
         raise ValueError("need compute_s, comm_s >= 0, 0 <= eta <= 1, grad_accum >= 1")
 
 
+def mostly_waiting(wait_fraction: float | None) -> bool:
+    """Whether exposed communication of which `wait_fraction` was spent waiting for late ranks
+    (None: not known) is mostly waiting."""
+    return wait_fraction is not None and wait_fraction >= WAIT_DOMINATES
+
+
 def verdict(
     comm_overhead: float,
     gamma: float,
@@ -56,7 +65,7 @@ def verdict(
     share = f"exposed communication is {100 * comm_overhead:.1f}% of the step"
     if comm_overhead <= target:
         return COMPUTE_BOUND, f"{share} (target {100 * target:.0f}%)"
-    if wait_fraction is not None and wait_fraction >= 0.5:
+    if wait_fraction is not None and mostly_waiting(wait_fraction):
         return COMM_WALL, (
             f"{share}, {100 * wait_fraction:.0f}% of it waiting for late ranks rather than "
             "transferring data: more bandwidth would not remove the waiting (the diagnosis "
