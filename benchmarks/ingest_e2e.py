@@ -51,18 +51,29 @@ def make_job(out: Path, ranks: int) -> float:
     return sum(p.stat().st_size for p in out.iterdir()) / 1e6
 
 
-def one_way(label: str, traces: Path, db: Path, extra: list[str]) -> tuple[dict, list[tuple]]:
-    """Ingest, then print the report (text, the diagnosis first); the JSON report and the rows
-    of the timing table: (way, step, wall s, CPU s, peak MB)."""
+def on_disk(db: Path) -> float:
+    """MB the store takes on disk: its file, its WAL and its Parquet shards (not the run cache,
+    which is a cache)."""
+    paths = [db, db.with_name(db.name + ".wal"), *db.with_name(db.name + ".shards").rglob("*")]
+    return sum(p.stat().st_size for p in paths if p.is_file()) / 1e6
+
+
+def one_way(
+    label: str, traces: Path, db: Path, extra: list[str]
+) -> tuple[dict, list[tuple], float]:
+    """Ingest, then print the report (text, the diagnosis first); the JSON report, the rows
+    of the timing table: (way, step, wall s, CPU s, peak MB), and the store's MB on disk."""
     run = ["--db", str(db), "--run", "job"]
     ingest = bench._run([*CLI, "ingest", str(traces), *run, "--quiet", *extra], True, SAMPLE_S)
+    stored = on_disk(db)
     report = bench._run([*CLI, "report", *run], True, SAMPLE_S)
     js = subprocess.run([*CLI, "report", *run, "--format", "json"], capture_output=True, check=True)
     out = json.loads(js.stdout)
     paragraph = (out.get("diagnosis") or {}).get("paragraph") or "no diagnosis"
     print(f"[{label}] {paragraph[:400]}")
     total = (ingest[0] + report[0], ingest[1] + report[1], max(ingest[2], report[2]))
-    return out, [(label, "ingest", *ingest), (label, "report", *report), (label, "total", *total)]
+    rows = [(label, "ingest", *ingest), (label, "report", *report), (label, "total", *total)]
+    return out, rows, stored
 
 
 def differences(a: object, b: object, path: str = "$") -> list[str]:
@@ -100,14 +111,16 @@ def main() -> None:
         if args.workers:
             dask = ["--workers", str(args.workers)]  # shards beside the store
             ways.append((f"Dask x{args.workers}", base / "dask.duckdb", dask))
-        reports, rows = [], []
+        reports, rows, stores = [], [], []
         for label, db, extra in ways:
-            rep, r = one_way(label, traces, db, extra)
+            rep, r, stored = one_way(label, traces, db, extra)
             reports.append(rep)
             rows += r
+            stores.append(f"{label} {stored:,.0f} MB")
     print(f"\n{'way':<10} {'step':<7} {'wall s':>8} {'CPU s':>8} {'MB/s':>8} {'peak MB':>8}")
     for label, step, wall, cpu, peak in rows:
         print(f"{label:<10} {step:<7} {wall:>8.1f} {cpu:>8.1f} {mb / wall:>8.1f} {peak:>8.0f}")
+    print(f"\nstore on disk after the ingest (file, WAL, shards): {'; '.join(stores)}")
     if len(reports) == 2:
         diff = differences(reports[0], reports[1])
         print("\nreports identical" if not diff else f"\nreports DIFFER at {diff}")

@@ -187,11 +187,24 @@ def rank_clash(path: str | Path, rank: int, source: str | None) -> IngestError:
     return IngestError(path, problem)
 
 
-def _insert(con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed) -> None:
+#: Rows in one of DuckDB's row groups (its default). An insert that DuckDB splits across
+#: threads leaves a partly filled row group per thread, which the checkpoint then rewrites:
+#: for benchmarks/ingest_e2e.py's rank files (123 k activities each) on two threads that made
+#: the checkpoint the ingest's slowest serial step and the store 1.7 times its size.
+ROW_GROUP = 122_880
+
+
+def _insert(
+    con: duckdb.DuckDBPyConnection, rid: int, fid: int, parsed: Parsed, threads: int
+) -> None:
+    """Add a parsed file's rows, each table on at most `threads` of DuckDB's threads and on no
+    more than it has whole row groups for (ROW_GROUP)."""
     heap.give_back()  # what parsing freed, before DuckDB takes its copy of the rows
     for table in list(parsed.tables):
-        if parsed.tables[table].num_rows == 0:
+        rows = parsed.tables[table].num_rows
+        if rows == 0:
             continue
+        con.execute(f"SET threads = {max(1, min(threads, rows // ROW_GROUP))}")
         # DuckDB scans one chunk faster than many; the chunked original is dropped before
         # DuckDB copies the rows, so that a large file's columns are not held twice meanwhile
         parsed_rows = parsed.tables[table] = parsed.tables[table].combine_chunks()
@@ -225,6 +238,7 @@ def ingest(
     opts = opts or ParseOptions()
     summary = IngestSummary(run=run, run_id=None, committed=False)
     hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256", initializer=_background)
+    threads = int(_scalar(con, "SELECT current_setting('threads')"))
     con.execute("BEGIN TRANSACTION")
     outcomes = None
     try:
@@ -254,7 +268,7 @@ def ingest(
                             datetime.now(timezone.utc).replace(tzinfo=None),
                         ],
                     )
-                    _insert(con, rid, fid, parsed)
+                    _insert(con, rid, fid, parsed, threads)
                     result.format, result.ranks, result.rows = (
                         parsed.format,
                         parsed.ranks(),
@@ -278,6 +292,8 @@ def ingest(
         con.execute("ROLLBACK")
         raise
     finally:
+        with contextlib.suppress(duckdb.Error):  # as the connection had it
+            con.execute(f"SET threads = {threads}")
         if outcomes is not None:
             outcomes.close()  # stops worker processes still parsing after a failure
         hasher.shutdown()
