@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model.step import mostly_waiting
-from analysis.stopped import HUNG_FIGURES, stop_sentence
+from analysis.stopped import HUNG_FIGURES, figures_hold_the_hang
 from analysis.verdict import EXPOSED_SHARE_LIMIT
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
@@ -87,7 +87,7 @@ def stragglers(report: Mapping[str, Any]) -> Item:
         )
     ranks = {r.get("rank"): r for r in s["ranks"] if isinstance(r, dict)}
     flagged = [ranks[r] for r in s.get("flagged") or [] if r in ranks]
-    if stop_sentence(report) and not any(r.get("kind") == "compute" for r in flagged):
+    if figures_hold_the_hang(report) and not any(r.get("kind") == "compute" for r in flagged):
         return _item(
             "stragglers",
             title,
@@ -334,7 +334,7 @@ def exposed_comm(report: Mapping[str, Any]) -> Item:
         f"Exposed communication is {100 * share:.1f}% of step time "
         f"(target {100 * EXPOSED_SHARE_LIMIT:.0f}%)."
     )
-    if stop_sentence(report):
+    if figures_hold_the_hang(report):
         return _item(
             "exposed_comm",
             title,
@@ -418,8 +418,9 @@ def hang(report: Mapping[str, Any]) -> Item:
     return _item("hang", title, page, OK, h["verdict"])
 
 
-#: The checklist in display order: the maintenance items, then those the data decides.
+#: The checklist in display order: a hang, the maintenance items, then those the data decides.
 ITEMS: list[Callable[..., Item]] = [
+    hang,  # a job that hung: the first thing to fix, before any figure of its steps
     nic_firmware,
     stragglers,
     mtu,
@@ -432,7 +433,6 @@ ITEMS: list[Callable[..., Item]] = [
     busbw,
     exposed_comm,
     nccl_warnings,
-    hang,
 ]
 
 

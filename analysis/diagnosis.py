@@ -23,7 +23,7 @@ from statistics import median
 from typing import Any
 
 from analysis import policy
-from analysis.stopped import stop_sentence
+from analysis.stopped import before_the_hang, stop_sentence
 from analysis.summary import PART_LABELS
 
 #: Non-compute parts that can be a cause, with the class each one names.
@@ -341,7 +341,12 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             )
         )
     sentences.append(("model", _prediction_sentence(report, wall)))
-    if stop:
+    earlier = before_the_hang(report)
+    if stop and earlier:
+        # a profiled window earlier in the job: the hang first, then that window's diagnosis
+        sentences = [("hang", stop), ("hang", earlier), *sentences]
+        cause, label, big = "hang", "hung: a collective never completed", ["hang", *big]
+    elif stop:
         # the traces end inside the hung collective: its time until the timeout counts as
         # communication, so their parts say nothing about bandwidth or waiting
         sentences = [
@@ -366,7 +371,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "exposed_comm_share": exposed,
         "culprits": culprits,
         "fix": fix,
-        "headline": head,
+        "headline": stop or head,
         "paragraph": paragraph,
         "points": points,
     }

@@ -115,6 +115,8 @@ def _absent(reason: str) -> dict[str, Any]:
         "findings": [],
         "ranks": [],
         "timeline": [],
+        "in_traces": None,
+        "traced": [],
     }
 
 
@@ -135,6 +137,7 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     findings = _rows(con, "SELECT * FROM hang_findings(?)", [rid])
     progress = _rows(con, "SELECT * FROM hang_rank_progress(?)", [rid])
     timeline = _rows(con, "SELECT * FROM hang_timeline(?, ?)", [rid, TIMELINE_ENTRIES])
+    traced = _rows(con, "SELECT * FROM hang_traced(?)", [rid])
     for f in findings:
         f.pop("priority", None)
     for g in groups:
@@ -157,4 +160,16 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         "findings": findings,
         "ranks": progress,
         "timeline": timeline,
+        "in_traces": in_traces(traced),
+        "traced": traced,
     }
+
+
+def in_traces(traced: list[dict[str, Any]]) -> bool | None:
+    """Whether the traces reach the hang, from hang_traced's rows: True when they reach any
+    hung call, False when they are known to end before every one, None when not known (no
+    hung call, no traces, or a trace with no absolute time)."""
+    known = [r["in_traces"] for r in traced]
+    if any(k is True for k in known):
+        return True
+    return False if known and all(k is False for k in known) else None

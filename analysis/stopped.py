@@ -5,7 +5,9 @@ The traces of a job that hung end inside the hung collective: its wait until the
 counts as communication, so the exposed communication, γ and the overlap describe the hang, not
 the link or the overlap of a healthy step. This module is the one rule every output follows: the
 diagnosis leads with the hang, the model section withholds its measured verdict, and the
-checklist does not advise overlap or bandwidth from those figures.
+checklist does not advise overlap or bandwidth from those figures. When the Flight Recorder's
+times show that the traces end before the hung call (the profiler recorded an earlier window),
+the figures are that window's and are diagnosed as usual, after the hang.
 """
 
 from __future__ import annotations
@@ -45,13 +47,51 @@ def stop_sentence(report: Mapping[str, Any]) -> str | None:
     return None
 
 
+def figures_hold_the_hang(report: Mapping[str, Any]) -> bool:
+    """Whether the job stopped and its traces' figures hold the hung collective: unless the
+    Flight Recorder's times show that the traces end before the hung call was made (a profiled
+    window earlier in the job), a job that stopped is taken to have been traced into its hang."""
+    if stop_sentence(report) is None:
+        return False
+    return (report.get("hang") or {}).get("in_traces") is not False
+
+
+def before_the_hang(report: Mapping[str, Any]) -> str | None:
+    """When the traces are known to end before the hung call: a sentence saying how long
+    before, and that the figures are the profiled steps'; else None."""
+    hang = report.get("hang") or {}
+    if stop_sentence(report) is None or hang.get("in_traces") is not False:
+        return None
+    gaps = [
+        r["created_ns"] - r["traces_end_ns"]
+        for r in hang.get("traced") or []
+        if r.get("created_ns") is not None and r.get("traces_end_ns") is not None
+    ]
+    when = f" {_duration(min(gaps))}" if gaps else ""
+    return (
+        f"The traces end{when} before the hung call was made: the profiler recorded an earlier "
+        "window of the job, so the figures that follow are those steps', not the hang's."
+    )
+
+
+def _duration(ns: int) -> str:
+    """A positive duration in words: seconds, minutes or hours."""
+    s = ns / 1e9
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 2 * 3600:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
 def model_in_context(report: Mapping[str, Any]) -> Any:
-    """The report's `model` section, its measured verdict withheld when the job stopped:
+    """The report's `model` section, its measured verdict withheld when the job stopped and
+    the traces hold the hang (`figures_hold_the_hang`):
     `measured.verdict` is HUNG, `measured.reason` says why, and the verdict the figures alone
     give is kept under `measured.verdict_withheld`. The prediction (what a healthy step would
     take) is left as it is. Any other section value comes back unchanged."""
     model = report.get("model")
-    if not isinstance(model, dict) or stop_sentence(report) is None:
+    if not isinstance(model, dict) or not figures_hold_the_hang(report):
         return model
     measured = model.get("measured")
     if not isinstance(measured, dict) or not measured.get("verdict"):

@@ -123,6 +123,13 @@ TIMED_OUT = {"present": True, "findings": [],
         # the job hung (Flight Recorder) or NCCL's watchdog stopped it: the figures are the hang
         ({"exposed_comm_ms": 40}, {"hang": HUNG}, checklist.NOT_OBSERVABLE, "Hang page"),
         ({"exposed_comm_ms": 40}, {"nccl": TIMED_OUT}, checklist.NOT_OBSERVABLE, "NCCL page"),
+        # ... unless the traces are known to end before the hung call: their figures stand
+        (
+            {"exposed_comm_ms": 40},
+            {"hang": {**HUNG, "in_traces": False}},
+            checklist.ATTENTION,
+            "Model page",
+        ),
     ],
 )
 def test_exposed_comm_points_at_the_remedy(summary, extra, expected, action):

@@ -4,11 +4,12 @@ generator's ground truth, the replay, and one summary everywhere it is shown."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
 from conftest import DATA, DLRM, SAMPLES
-from kineto_truth import arrivals, collective_starts, events
+from kineto_truth import arrivals, collective_starts, events, ns
 
 from analysis.db import open_db, run_id
 from analysis.report import build_report
@@ -175,6 +176,41 @@ def test_a_hung_run_leads_with_the_hang(tmp_path):
     assert items["exposed_comm"]["status"] == "not_observable"
     assert items["stragglers"]["status"] == "not_observable"
     assert "overlap, gradient accumulation" not in items["exposed_comm"]["action"]
+
+
+def test_a_hang_after_the_profiled_window(tmp_path):
+    """The profiler recorded an early window of a job that hung later: sample_traces/
+    gloo_4rank_sleep's traces with fr_skip's dumps, ranks 0-3 of both (real files). Read from
+    the files: every trace event ends about 40 h before the hung all_gather (seq 6) was
+    enqueued. The hang leads, and the window is diagnosed as the traces alone are (rank 2, the
+    generator's straggler), with nothing withheld."""
+    traces = sorted((SAMPLES / "gloo_4rank_sleep").glob("rank*.pt.trace.json.gz"))
+    dumps = sorted((SAMPLES / "fr_skip").glob("rank?.json.gz"))
+    end = 0
+    for p in traces:
+        with gzip.open(p) as f:
+            base = json.load(f)["baseTimeNanoseconds"]
+        end = max(end, *(base + ns(e["ts"] + e.get("dur", 0)) for e in events(p) if "ts" in e))
+    created = []
+    for p in dumps:
+        with gzip.open(p) as f:
+            entries = json.load(f)["entries"]
+        created += [e["time_created_ns"] for e in entries if e["collective_seq_id"] == 6]
+    gap_h = (min(created) - end) / 3600e9
+    assert gap_h > 40
+    truth = json.loads((SAMPLES / "gloo_4rank_sleep" / "ground_truth.json").read_text())
+    rep = _report_of(tmp_path, "early", [*traces, *dumps])
+    assert rep["hang"]["in_traces"] is False
+    d = rep["diagnosis"]
+    assert d["cause"] == "hang" and d["paragraph"].startswith("The job hung.")
+    assert f"The traces end {gap_h:.1f} h before the hung call was made" in d["paragraph"]
+    assert d["causes"][0] == "hang" and len(d["causes"]) > 1  # and the window's own cause
+    assert d["culprits"][0]["rank"] == truth["straggler_rank"]
+    assert f"rank {truth['straggler_rank']} (host" in d["paragraph"]
+    assert rep["model"]["measured"]["verdict"] != "hung"  # the window's figures stand
+    assert rep["checklist"][0]["key"] == "hang"
+    # no traced collective of 40 h earlier is taken for a call of the hang's timeline
+    assert all(t["trace_ts"] is None for t in rep["hang"]["timeline"])
 
 
 def test_a_watchdog_log_alone_says_the_job_stopped(tmp_path):

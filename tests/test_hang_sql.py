@@ -173,6 +173,61 @@ def test_timeline_joins_trace_collectives_by_seq_or_order(con):
     assert q(con, "SELECT seq, trace_ts, join_key FROM hang_timeline(1, 2)")[0] == (2, 250, "seq")
 
 
+T0 = 1_795_460_941_000_000_000  # ns since the epoch, as Flight Recorder and Kineto write them
+MIN = 60_000_000_000
+
+
+def _traced_job(con, trace_end: int | None, time_base: str = "base_ns") -> None:
+    """Rank 1 never enters seq 2 (created at T0 on rank 0); the run's traces end at
+    `trace_end` (None: no traces), on ranks of `time_base`."""
+    job(con, {0: [entry(0, 1, time_created_ns=T0 - MIN), entry(0, 2, time_created_ns=T0)],
+              1: [entry(1, 1, time_created_ns=T0 - MIN)]}, members=(0, 1))  # fmt: skip
+    if trace_end is not None:
+        con.execute(
+            "INSERT INTO activities (run_id, rank, file_id, ts, dur, kind) VALUES "
+            f"(1, 0, 5, {trace_end - 10}, 10, 'comm')"
+        )
+        con.execute(f"INSERT INTO ranks (run_id, rank, time_base) VALUES (1, 0, '{time_base}')")
+
+
+@pytest.mark.parametrize(
+    "trace_end,time_base,expected",
+    [
+        (T0 - 5 * MIN, "base_ns", False),  # an earlier window of the job
+        (T0 + 3 * MIN, "base_ns", True),  # recorded into the hang (until the timeout)
+        (T0, "epoch_us", True),  # the boundary: the traces reach the call
+        (T0 + 3 * MIN, "session", True),  # Nsight's session clock is absolute too
+        (T0 - 5 * MIN, "unknown", None),  # no epoch: the clocks cannot be compared
+        (None, None, None),  # no traces
+    ],
+)
+def test_traces_reach_the_hung_call(con, trace_end, time_base, expected):
+    _traced_job(con, trace_end, time_base)
+    got = q(con, "SELECT pg_name, seq, created_ns, traces_end_ns, in_traces FROM hang_traced(1)")
+    assert got == [("0", 2, T0, trace_end, expected)]
+    assert hang_section(con, RID)["in_traces"] is expected
+
+
+@pytest.mark.parametrize(
+    "trace_ts,time_base,matched",
+    [
+        (T0 + 1_000, "base_ns", True),  # the call traced as it was enqueued
+        (T0 - 9 * MIN, "base_ns", True),  # clocks of other hosts: minutes apart at most
+        (T0 - 11 * MIN, "base_ns", False),  # another window of the job, matched by order only
+        (5, "unknown", True),  # relative times: order is all there is
+    ],
+)
+def test_timeline_matches_a_traced_call_near_its_enqueue_time(con, trace_ts, time_base, matched):
+    job(con, {0: [entry(0, 1, time_created_ns=T0)]}, members=(0,))
+    con.execute(
+        "INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, pg_name, seq) VALUES "
+        f"(1, 5, 0, {trace_ts}, 1, 'allreduce', NULL, NULL)"
+    )
+    con.execute(f"INSERT INTO ranks (run_id, rank, time_base) VALUES (1, 0, '{time_base}')")
+    got = q(con, "SELECT trace_ts FROM hang_timeline(1, 5)")
+    assert got == [(trace_ts if matched else None,)]
+
+
 def _verdict(con) -> str:
     return hang_section(con, RID)["verdict"]
 

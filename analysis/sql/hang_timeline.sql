@@ -16,7 +16,10 @@
 --                                    NULL (no match).
 -- Algorithm: trace collectives numbered per (rank, group name or none) by start; an entry
 -- matches the row of the same rank whose seq (else number) equals its seq, of the same op
--- and, when the trace names groups, the same group name.
+-- and, when the trace names groups, the same group name; and, where the entry has a
+-- time_created_ns and the rank's trace an absolute time base, whose start lies within ten
+-- minutes of it (the same call is traced when it is enqueued: traces of an earlier window of
+-- the job, numbered from their own first collective, would otherwise match by order).
 CREATE OR REPLACE TEMP MACRO hang_timeline(rid, n) AS TABLE
 WITH e AS (
     SELECT *, row_number() OVER (PARTITION BY pg_name, rank ORDER BY seq DESC) AS back
@@ -27,12 +30,18 @@ k AS (
         row_number() OVER (PARTITION BY rank, pg_name ORDER BY ts, dur) AS ord
     FROM collectives WHERE run_id = rid
 ),
+absolute AS (
+    SELECT DISTINCT rank FROM ranks
+    WHERE run_id = rid AND time_base IS NOT NULL AND time_base <> 'unknown'
+),
 m AS (
     SELECT e.pg_name, e.rank, e.seq, k.ts, k.dur,
         CASE WHEN k.seq IS NOT NULL THEN 'seq' ELSE 'order' END AS join_key
     FROM e JOIN k ON k.rank = e.rank AND k.op = e.op
         AND (k.pg_name IS NULL OR k.pg_name = e.pg_name)
         AND coalesce(k.seq, k.ord) = e.seq
+        AND (e.time_created_ns IS NULL OR e.rank NOT IN (SELECT rank FROM absolute)
+            OR abs(k.ts - e.time_created_ns) <= 600000000000)
     WHERE e.back <= n
     QUALIFY row_number() OVER (PARTITION BY e.pg_name, e.rank, e.seq
         ORDER BY k.seq IS NULL, k.ts) = 1
