@@ -188,7 +188,8 @@ def empty_section() -> dict[str, Any]:
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
         "communicators": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
-        "timeouts": {"count": 0, "first": None, "collectives": []},
+        "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
+                     "traced": None},
         "collectives": {"calls": 0, "by_op": [], "per_step": [], "aligned_ranks": []},
     }  # fmt: skip
     return s
@@ -222,6 +223,9 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s["communicators"] = _rows(con, "nccl_comm_shapes", rid)
     s.update(_problems(con, rid))
     s["timeouts"]["collectives"] = _timeout_collectives(con, rid)
+    if s["timeouts"]["count"]:
+        traced = _rows(con, "nccl_timeout_traced", rid)[0]
+        s["timeouts"].update(in_traces=traced["in_traces"], traced=traced)
     s["collectives"] = _collectives(con, rid)
     s["findings"] = _findings(s)
     return s

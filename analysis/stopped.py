@@ -26,9 +26,8 @@ HUNG_FIGURES = (
 def stop_sentence(report: Mapping[str, Any]) -> str | None:
     """The job stopped, in one sentence: the Flight Recorder's cause, else NCCL's watchdog
     timeouts; None when neither says it stopped."""
-    hang = report.get("hang") or {}
-    if hang.get("present") and any(g.get("cause") for g in hang.get("groups") or []):
-        return f"The job hung. {hang['verdict']}"
+    if _fr_stop(report):
+        return f"The job hung. {(report.get('hang') or {}).get('verdict')}"
     nccl = report.get("nccl") or {}
     t = nccl.get("timeouts") or {}
     timeouts = t.get("count") or 0
@@ -47,36 +46,60 @@ def stop_sentence(report: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _fr_stop(report: Mapping[str, Any]) -> bool:
+    """Whether the stop sentence is the Flight Recorder's (else NCCL's watchdog's)."""
+    hang = report.get("hang") or {}
+    return bool(hang.get("present")) and any(g.get("cause") for g in hang.get("groups") or [])
+
+
+def _in_traces(report: Mapping[str, Any]) -> bool | None:
+    """Whether the traces reach the hang, by the source that says the job stopped: the
+    Flight Recorder's enqueue time against the traces' end (analysis/sql/hang_traced.sql), or
+    the longest traced collective against the watchdog's timeout (nccl_timeout_traced)."""
+    if _fr_stop(report):
+        return (report.get("hang") or {}).get("in_traces")
+    return ((report.get("nccl") or {}).get("timeouts") or {}).get("in_traces")
+
+
 def figures_hold_the_hang(report: Mapping[str, Any]) -> bool:
     """Whether the job stopped and its traces' figures hold the hung collective: unless the
-    Flight Recorder's times show that the traces end before the hung call was made (a profiled
-    window earlier in the job), a job that stopped is taken to have been traced into its hang."""
+    stop's source shows that the traces end before the hang (a profiled window earlier in the
+    job), a job that stopped is taken to have been traced into its hang."""
     if stop_sentence(report) is None:
         return False
-    return (report.get("hang") or {}).get("in_traces") is not False
+    return _in_traces(report) is not False
 
 
 def before_the_hang(report: Mapping[str, Any]) -> str | None:
-    """When the traces are known to end before the hung call: a sentence saying how long
-    before, and that the figures are the profiled steps'; else None."""
-    hang = report.get("hang") or {}
-    if stop_sentence(report) is None or hang.get("in_traces") is not False:
+    """When the traces are known to end before the hang: a sentence saying how that is known,
+    and that the figures are the profiled steps'; else None."""
+    if stop_sentence(report) is None or _in_traces(report) is not False:
         return None
-    gaps = [
-        r["created_ns"] - r["traces_end_ns"]
-        for r in hang.get("traced") or []
-        if r.get("created_ns") is not None and r.get("traces_end_ns") is not None
-    ]
-    when = f" {_duration(min(gaps))}" if gaps else ""
+    rest = (
+        "the profiler recorded an earlier window of the job, so the figures that follow are "
+        "those steps', not the hang's."
+    )
+    if _fr_stop(report):
+        gaps = [
+            r["created_ns"] - r["traces_end_ns"]
+            for r in (report.get("hang") or {}).get("traced") or []
+            if r.get("created_ns") is not None and r.get("traces_end_ns") is not None
+        ]
+        when = f" {_duration(min(gaps))}" if gaps else ""
+        return f"The traces end{when} before the hung call was made: {rest}"
+    t = ((report.get("nccl") or {}).get("timeouts") or {}).get("traced") or {}
     return (
-        f"The traces end{when} before the hung call was made: the profiler recorded an earlier "
-        "window of the job, so the figures that follow are those steps', not the hang's."
+        f"No traced collective lasts anywhere near the watchdog's timeout of "
+        f"{_duration(t['timeout_ms'] * 1_000_000)} (the longest: "
+        f"{_duration(t['longest_comm_ns'])}): {rest}"
     )
 
 
 def _duration(ns: int) -> str:
     """A positive duration in words: seconds, minutes or hours."""
     s = ns / 1e9
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
     if s < 120:
         return f"{s:.1f} s"
     if s < 2 * 3600:

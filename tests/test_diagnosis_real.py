@@ -213,6 +213,35 @@ def test_a_hang_after_the_profiled_window(tmp_path):
     assert all(t["trace_ts"] is None for t in rep["hang"]["timeline"])
 
 
+def test_a_watchdog_timeout_after_the_profiled_window(tmp_path, reports):
+    """The DLRM traces with a real NCCL log of a job whose watchdog timed out (line 4837:
+    'WorkNCCL(SeqNum=92, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for
+    600011 milliseconds'). No NCCL kernel in the raw traces lasts anywhere near ten minutes, so
+    they are a window before the hang: the stop leads, then the window's own diagnosis."""
+    log = DATA / "nccl" / "029_pytorch_watchdog_timeout_mlperf_h200_srun_label.log.gz"
+    longest = max(
+        ns(e["dur"])
+        for p in DLRM.glob("*.gz")
+        for e in events(p)
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e["name"].lower()
+    )
+    assert longest < 1e9  # ms, against the 600 s timeout
+    rep = _report_of(tmp_path, "wd", [DLRM, log])
+    d = rep["diagnosis"]
+    assert d["cause"] == "hang" and d["paragraph"].startswith("The job stopped")
+    assert rep["nccl"]["timeouts"]["in_traces"] is False
+    said = (
+        f"No traced collective lasts anywhere near the watchdog's timeout of 10 min (the "
+        f"longest: {longest / 1e6:.1f} ms)"
+    )
+    assert said in d["paragraph"]
+    # the window reads as the traces alone read: the log adds the stop, changes nothing else
+    assert d["paragraph"].endswith(reports["dlrm_8rank"]["diagnosis"]["paragraph"])
+    assert (
+        rep["model"]["measured"]["verdict"] == reports["dlrm_8rank"]["model"]["measured"]["verdict"]
+    )
+
+
 def test_a_watchdog_log_alone_says_the_job_stopped(tmp_path):
     """A real NCCL log whose ranks 0-6 report the watchdog timeout of ALLREDUCE SeqNum 92 (its
     facts file quotes the lines, e.g. line 4837 '[Rank 2] Watchdog caught collective operation

@@ -316,6 +316,30 @@ def test_timeout_ranks_find_the_culprit(con):
                    (3, "completed", 10), (4, "no_log", None)]  # fmt: skip
 
 
+MS = 1_000_000  # ns
+
+
+@pytest.mark.parametrize(
+    "timeouts,comm_durs,expected",
+    [
+        ([600_000], [8 * MS, 40 * MS], (600_000, 40 * MS, False)),  # an earlier window
+        ([600_000], [2 * MS, 600_011 * MS], (600_000, 600_011 * MS, True)),  # traced hang
+        ([600_000, 60_000], [31_000 * MS], (60_000, 31_000 * MS, True)),  # shortest timeout
+        ([600_000], [], (600_000, None, None)),  # no traces
+        ([None], [5 * MS], (None, 5 * MS, None)),  # no timeout stated
+    ],
+)
+def test_timeout_traced_by_the_longest_collective(con, timeouts, comm_durs, expected):
+    put(con, "nccl_timeouts", *({"line_no": i, "kind": "timeout", "rank": 0, "timeout_ms": t}
+                                for i, t in enumerate(timeouts)))  # fmt: skip
+    for i, d in enumerate(comm_durs):
+        con.execute(
+            "INSERT INTO activities (run_id, rank, file_id, ts, dur, kind) "
+            f"VALUES (1, 0, 3, {i}, {d}, 'comm'), (1, 0, 3, {i}, {10 * d}, 'compute')"
+        )
+    assert q(con, "SELECT * FROM nccl_timeout_traced(1)") == [expected]
+
+
 def test_coll_sizes(con):
     procs(con, ("a", 1), ("a", 2), tag_ranks={0: 0, 1: 1})
     put(con, "nccl_colls",

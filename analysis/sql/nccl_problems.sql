@@ -112,3 +112,28 @@ SELECT t.pg, t.seq, t.op_type, r.rank,
 FROM t CROSS JOIN ranks r
 LEFT JOIN progress p ON p.rank = r.rank AND p.pg IS NOT DISTINCT FROM t.pg
 ORDER BY t.pg, t.seq, r.rank;
+
+-- nccl_timeout_traced(rid): whether the traces of run `rid` reach a collective that NCCL's
+-- watchdog timed out on. A traced hung collective lasts until the timeout (ten minutes by
+-- default), a healthy one milliseconds to seconds, so the longest traced communication
+-- activity tells the two apart without comparing the logs' clock with the traces'.
+--   rid       run_id.
+--   returns   one row: timeout_ms        the shortest timeout a watchdog line states (NULL:
+--                                        none states one),
+--                      longest_comm_ns   the longest communication activity of the traces
+--                                        (NULL: no traces),
+--                      in_traces         longest_comm_ns is at least half of timeout_ms;
+--                                        NULL when either is NULL.
+-- Algorithm: one aggregate of each table.
+CREATE OR REPLACE TEMP MACRO nccl_timeout_traced(rid) AS TABLE
+WITH t AS (
+    SELECT min(timeout_ms) AS timeout_ms FROM nccl_timeouts
+    WHERE run_id = rid AND kind IN ('timeout', 'crash') AND timeout_ms > 0
+),
+a AS (
+    SELECT max(dur) AS longest_comm_ns FROM activities WHERE run_id = rid AND kind = 'comm'
+)
+SELECT t.timeout_ms, a.longest_comm_ns,
+    CASE WHEN t.timeout_ms IS NULL OR a.longest_comm_ns IS NULL THEN NULL
+        ELSE a.longest_comm_ns >= t.timeout_ms * 500000 END AS in_traces
+FROM t CROSS JOIN a;
