@@ -238,6 +238,8 @@ def ingest(
     opts = opts or ParseOptions()
     summary = IngestSummary(run=run, run_id=None, committed=False)
     hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256", initializer=_background)
+    # DuckDB's thread count is the database's, not the cursor's: other cursors of the same
+    # database (the dashboard's) run on what `_insert` sets until the ingest gives it back
     threads = int(_scalar(con, "SELECT current_setting('threads')"))
     con.execute("BEGIN TRANSACTION")
     outcomes = None
