@@ -26,7 +26,7 @@ from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
 from analysis.report_types import Report, RunInfo
 from analysis.session import CACHED, run_session
-from analysis.stopped import model_in_context
+from analysis.stopped import model_in_context, stragglers_in_context
 from analysis.stragglers import stragglers_section
 from analysis.summary import decomposition_section, json_value, summary_section
 from analysis.units import NS_PER_MS
@@ -146,10 +146,12 @@ SECTION_TABLES: dict[str, tuple[str, ...]] = {
     "collectives": MATCHED_TABLES,
 }
 
-#: Sections derived from the others: key → function(report so far), in order. `model` is
-#: built above and then read again in context: when the job stopped, its measured verdict is
-#: withheld (analysis/stopped.py), before the diagnosis and the checklist read it.
+#: Sections derived from the others: key → function(report so far), in order. `stragglers`
+#: and `model` are built above and then read again in context: when the job stopped inside
+#: the traces, the stragglers get a caveat and the measured verdict is withheld
+#: (analysis/stopped.py), before the diagnosis and the checklist read them.
 DERIVED: dict[str, Callable[[dict], Any]] = {
+    "stragglers": stragglers_in_context,
     "model": model_in_context,
     "diagnosis": diagnose,
     "checklist": checklist,

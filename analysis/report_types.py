@@ -131,13 +131,18 @@ class StragglerStep(TypedDict):
     top_late_fraction: float
 
 
-class Stragglers(TypedDict):
-    """Who makes the others wait, and the verdict in words."""
-
+class _StragglersRequired(TypedDict):
     flagged: list[int]
     verdict: str
     ranks: list[StragglerRank]
     steps: list[StragglerStep]
+
+
+class Stragglers(_StragglersRequired, total=False):
+    """Who makes the others wait, and the verdict in words; `caveat` when the job hung and the
+    figures hold the wait for the hung collective (analysis/stopped.py)."""
+
+    caveat: str
 
 
 class WhatIf(TypedDict):

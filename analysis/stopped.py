@@ -107,6 +107,21 @@ def _duration(ns: int) -> str:
     return f"{s / 3600:.1f} h"
 
 
+STRAGGLERS_CAVEAT = (
+    "The job hung, and these figures include the wait for the hung collective: they do not "
+    "tell who is slow. The hang section names the rank that did not arrive."
+)
+
+
+def stragglers_in_context(report: Mapping[str, Any]) -> Any:
+    """The report's `stragglers` section with a `caveat` (STRAGGLERS_CAVEAT) when the job
+    stopped and the traces hold the hang; any other section value comes back unchanged."""
+    s = report.get("stragglers")
+    if not isinstance(s, dict) or not s.get("ranks") or not figures_hold_the_hang(report):
+        return s
+    return {**s, "caveat": STRAGGLERS_CAVEAT}
+
+
 def model_in_context(report: Mapping[str, Any]) -> Any:
     """The report's `model` section, its measured verdict withheld when the job stopped and
     the traces hold the hang (`figures_hold_the_hang`):

@@ -82,7 +82,8 @@ def _stragglers(s: dict, table: Table) -> str:
     cols = ("rank", "host", "score", "late_fraction", "wait_caused_ms", "excess_ms", "compute_ms")
     rows = [{c: r[c] for c in (*cols, "flagged", "kind")} for r in s["ranks"]]
     ranked = _capped(pd.DataFrame(rows), table, "score", "ranks with the highest score")
-    return s["verdict"] + ("\n" + ranked if rows else "")
+    caveat = s["caveat"] + "\n" if s.get("caveat") else ""
+    return caveat + s["verdict"] + ("\n" + ranked if rows else "")
 
 
 def _collectives(c: dict, table: Table) -> str:

@@ -464,6 +464,9 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     p.append(_html_table(summary_rows(report)))
     p.append("<h2 id='stragglers'>Stragglers</h2>")
     sv = (report.get("stragglers") or {}).get("verdict")
+    caveat = (report.get("stragglers") or {}).get("caveat")
+    if caveat:
+        p.append(f"<p><strong>{esc(caveat)}</strong></p>")
     p.append(f"<p>{esc(sv or NA)}</p>" + _html_table(straggler_rows(report)))
     p.append("<h2 id='collectives'>Collectives</h2>")
     p.append(_html_table(collective_rows(report)))
@@ -561,6 +564,8 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
     for head, rows in sections:
         out += [f"## {head}", ""]
         if head == "Stragglers":
+            caveat = (report.get("stragglers") or {}).get("caveat")
+            out += [f"**{_md(caveat)}**", ""] if caveat else []
             out += [_md((report.get("stragglers") or {}).get("verdict") or NA), ""]
         if head == "NCCL":
             out += [f"- {_md(f)}" for f in (report.get("nccl") or {}).get("findings") or []]

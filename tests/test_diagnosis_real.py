@@ -176,6 +176,7 @@ def test_a_hung_run_leads_with_the_hang(tmp_path):
     assert items["exposed_comm"]["status"] == "not_observable"
     assert items["stragglers"]["status"] == "not_observable"
     assert "overlap, gradient accumulation" not in items["exposed_comm"]["action"]
+    assert "hung collective" in rep["stragglers"]["caveat"]
 
 
 def test_a_hang_after_the_profiled_window(tmp_path):
@@ -208,6 +209,7 @@ def test_a_hang_after_the_profiled_window(tmp_path):
     assert d["culprits"][0]["rank"] == truth["straggler_rank"]
     assert f"rank {truth['straggler_rank']} (host" in d["paragraph"]
     assert rep["model"]["measured"]["verdict"] != "hung"  # the window's figures stand
+    assert "caveat" not in rep["stragglers"]
     assert rep["checklist"][0]["key"] == "hang"
     # no traced collective of 40 h earlier is taken for a call of the hang's timeline
     assert all(t["trace_ts"] is None for t in rep["hang"]["timeline"])

@@ -45,6 +45,15 @@ def test_hang_page_shows_the_verdict_and_the_culprit(store, tmp_path, monkeypatc
     assert set(t["rank"]) == set(range(TRUTH["world_size"]))
 
 
+def test_stragglers_page_of_a_hung_run_says_its_figures_hold_the_hang(store, tmp_path, monkeypatch):
+    """fr_skip's traces end inside the hung all_gather: the page warns before its verdict; the
+    same traces without the dumps (traces_only) get no warning."""
+    at = app(store, monkeypatch, tmp_path, run="skip", page="stragglers")
+    assert any("include the wait for the hung collective" in t for t in texts(at.error))
+    at = app(store, monkeypatch, tmp_path, run="traces_only", page="stragglers")
+    assert not any("hung collective" in t for t in texts(at.error))
+
+
 def test_overview_of_dumps_alone_leads_with_the_hang(store, tmp_path, monkeypatch, capsys):
     """Four pickled dumps and no trace (fr_skip_pickle): the Overview says the job hung and who
     never entered the collective (its ground truth) before saying step metrics need traces."""

@@ -36,6 +36,8 @@ if not isinstance(s, dict) or not s.get("ranks"):
     missing("The straggler analysis", how)
     st.stop()
 
+if s.get("caveat"):
+    st.error(md(s["caveat"]))
 flagged = list(s.get("flagged") or [])
 # The verdict is "<answer>: <finding>; <finding>; …": the answer as the headline, the
 # findings one per line.
