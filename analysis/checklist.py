@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model.step import mostly_waiting
-from analysis.stopped import HUNG_FIGURES, figures_hold_the_hang
-from analysis.verdict import EXPOSED_SHARE_LIMIT
+from analysis.stopped import HUNG_FIGURES, STRAGGLERS_CAVEAT, figures_hold_the_hang
+from analysis.verdict import EXPOSED_SHARE_LIMIT, wait_fraction
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
 #: Measured bus bandwidth below this fraction of the link's peak deserves attention.
@@ -93,9 +93,7 @@ def stragglers(report: Mapping[str, Any]) -> Item:
             title,
             page,
             NOT_OBSERVABLE,
-            "The job stopped: the waiting these figures share out includes the wait for the "
-            "hung collective, so they do not tell a slow node. "
-            + (s.get("verdict") or "No rank was flagged."),
+            f"{STRAGGLERS_CAVEAT} {s.get('verdict') or 'No rank was flagged.'}",
             _stopped_action(report),
         )
     if not flagged:
@@ -345,14 +343,14 @@ def exposed_comm(report: Mapping[str, Any]) -> Item:
         )
     if share <= EXPOSED_SHARE_LIMIT:
         return _item("exposed_comm", title, page, OK, words)
-    wait = _wait_fraction(report)
+    wait = wait_fraction(report.get("summary") or {})
     if mostly_waiting(wait):
         return _item(
             "exposed_comm",
             title,
             page,
             ATTENTION,
-            f"{words[:-1]}, {100 * (wait or 0):.0f}% of it waiting for late ranks.",
+            f"{words[:-1]}, {100 * wait:.0f}% of it waiting for late ranks.",
             "See the Stragglers page and the diagnosis for who is late and why: more overlap, "
             "bandwidth or fewer bytes would not remove the waiting.",
         )
@@ -375,13 +373,6 @@ def _stopped_action(report: Mapping[str, Any]) -> str:
         "Read the timeouts on the NCCL page; Flight Recorder dumps of every rank "
         "(TORCH_FR_BUFFER_SIZE=2000) name the rank that never entered the collective."
     )
-
-
-def _wait_fraction(report: Mapping[str, Any]) -> float | None:
-    """The part of the exposed communication spent waiting for late ranks (None: unknown)."""
-    s = report.get("summary") or {}
-    exposed, wait = s.get("exposed_comm_ms"), s.get("exposed_wait_ms")
-    return wait / exposed if wait is not None and exposed else None
 
 
 def nccl_warnings(report: Mapping[str, Any]) -> Item:

@@ -34,6 +34,8 @@ CAUSES: dict[str, tuple[str, str]] = {
     "memory_only_ms": ("memory", "memory-bound: memory copies alone"),
 }
 COMPUTE = ("compute", "compute-bound: communication is hidden or small")
+#: The label of a job that stopped (analysis/stopped.py).
+HUNG_LABEL = "hung: a collective never completed"
 
 #: What-ifs that are bounds rather than fixes: nobody can make every rank arrive first, and
 #: hiding all communication is the ceiling of every communication fix.
@@ -245,7 +247,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 "available": True,
                 "wall": True,
                 "cause": "hang",
-                "label": "hung: a collective never completed",
+                "label": HUNG_LABEL,
                 "causes": ["hang"],
                 "shares": {},
                 "culprits": [],
@@ -342,10 +344,10 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     sentences.append(("model", _prediction_sentence(report, wall)))
     earlier = before_the_hang(report)
-    if stop and earlier:
+    if earlier:
         # a profiled window earlier in the job: the hang first, then that window's diagnosis
         sentences = [("hang", stop), ("hang", earlier), *sentences]
-        cause, label, big = "hang", "hung: a collective never completed", ["hang", *big]
+        cause, label, big = "hang", HUNG_LABEL, ["hang", *big]
     elif stop:
         # the traces end inside the hung collective: its time until the timeout counts as
         # communication, so their parts say nothing about bandwidth or waiting
@@ -358,7 +360,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 "no diagnosis of bandwidth or waiting; fix the hang first.",
             ),
         ]
-        cause, label, big = "hang", "hung: a collective never completed", ["hang"]
+        cause, label, big = "hang", HUNG_LABEL, ["hang"]
     points = [{"topic": t, "text": x} for t, x in sentences if x]
     paragraph = " ".join(p["text"] for p in points)
     return {

@@ -5,15 +5,18 @@ The traces of a job that hung end inside the hung collective: its wait until the
 counts as communication, so the exposed communication, γ and the overlap describe the hang, not
 the link or the overlap of a healthy step. This module is the one rule every output follows: the
 diagnosis leads with the hang, the model section withholds its measured verdict, and the
-checklist does not advise overlap or bandwidth from those figures. When the Flight Recorder's
-times show that the traces end before the hung call (the profiler recorded an earlier window),
-the figures are that window's and are diagnosed as usual, after the hang.
+checklist does not advise overlap or bandwidth from those figures. When the stop's source shows
+that the traces end before the hang (the profiler recorded an earlier window: Flight Recorder's
+enqueue time after the traces' end, or no traced collective near the watchdog's timeout), the
+figures are that window's and are diagnosed as usual, after the hang.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from analysis.units import NS_PER_MS, NS_PER_S
 
 #: The measured verdict of a run that stopped (the model section's `measured.verdict`).
 HUNG = "hung"
@@ -46,6 +49,11 @@ def stop_sentence(report: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _stopped(report: Mapping[str, Any]) -> bool:
+    """Whether the Flight Recorder or NCCL's watchdog says the job stopped."""
+    return _fr_stop(report) or bool(((report.get("nccl") or {}).get("timeouts") or {}).get("count"))
+
+
 def _fr_stop(report: Mapping[str, Any]) -> bool:
     """Whether the stop sentence is the Flight Recorder's (else NCCL's watchdog's)."""
     hang = report.get("hang") or {}
@@ -65,15 +73,13 @@ def figures_hold_the_hang(report: Mapping[str, Any]) -> bool:
     """Whether the job stopped and its traces' figures hold the hung collective: unless the
     stop's source shows that the traces end before the hang (a profiled window earlier in the
     job), a job that stopped is taken to have been traced into its hang."""
-    if stop_sentence(report) is None:
-        return False
-    return _in_traces(report) is not False
+    return _stopped(report) and _in_traces(report) is not False
 
 
 def before_the_hang(report: Mapping[str, Any]) -> str | None:
     """When the traces are known to end before the hang: a sentence saying how that is known,
     and that the figures are the profiled steps'; else None."""
-    if stop_sentence(report) is None or _in_traces(report) is not False:
+    if not _stopped(report) or _in_traces(report) is not False:
         return None
     rest = (
         "the profiler recorded an earlier window of the job, so the figures that follow are "
@@ -90,16 +96,16 @@ def before_the_hang(report: Mapping[str, Any]) -> str | None:
     t = ((report.get("nccl") or {}).get("timeouts") or {}).get("traced") or {}
     return (
         f"No traced collective lasts anywhere near the watchdog's timeout of "
-        f"{_duration(t['timeout_ms'] * 1_000_000)} (the longest: "
+        f"{_duration(t['timeout_ms'] * NS_PER_MS)} (the longest: "
         f"{_duration(t['longest_comm_ns'])}): {rest}"
     )
 
 
-def _duration(ns: int) -> str:
-    """A positive duration in words: seconds, minutes or hours."""
-    s = ns / 1e9
+def _duration(ns: float) -> str:
+    """A positive duration in words: milliseconds, seconds, minutes or hours."""
+    s = ns / NS_PER_S
     if s < 1:
-        return f"{s * 1e3:.1f} ms"
+        return f"{ns / NS_PER_MS:.1f} ms"
     if s < 120:
         return f"{s:.1f} s"
     if s < 2 * 3600:

@@ -23,6 +23,13 @@ def exposed_share(m: dict) -> float | None:
     return None if exposed is None or not step else exposed / step
 
 
+def wait_fraction(m: dict) -> float | None:
+    """The part of the exposed communication spent waiting for late ranks (`exposed_wait_ms`
+    ÷ `exposed_comm_ms`), or None when either is unknown or nothing is exposed."""
+    exposed, wait = m.get("exposed_comm_ms"), m.get("exposed_wait_ms")
+    return wait / exposed if wait is not None and exposed else None
+
+
 def verdict(m: dict | None) -> dict | None:
     """{"verdict", "reason"} for step metrics `m`, or None when they say nothing about
     communication (no step time, no exposed communication, or no compute time)."""
@@ -36,7 +43,6 @@ def verdict(m: dict | None) -> dict | None:
         gamma = m["tau_comm_ms"] / m["tau_comp_ms"]
     if gamma is None:
         return None
-    exposed, wait = m.get("exposed_comm_ms"), m.get("exposed_wait_ms")
-    wait_fraction = wait / exposed if wait is not None and exposed else None
-    v, reason = step_verdict(share, gamma, m.get("eta") or 0.0, EXPOSED_SHARE_LIMIT, wait_fraction)
+    wait = wait_fraction(m)
+    v, reason = step_verdict(share, gamma, m.get("eta") or 0.0, EXPOSED_SHARE_LIMIT, wait)
     return {"verdict": v, "reason": reason}

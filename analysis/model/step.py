@@ -9,6 +9,7 @@ min(τ_comp, τ_comm)·η` (τ_comp per micro-batch). All times in seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 COMPUTE_BOUND = "compute-bound"
 COMM_WALL = "communication wall"
@@ -44,7 +45,7 @@ def _check(compute_s: float, comm_s: float, eta: float, grad_accum: int) -> None
         raise ValueError("need compute_s, comm_s >= 0, 0 <= eta <= 1, grad_accum >= 1")
 
 
-def mostly_waiting(wait_fraction: float | None) -> bool:
+def mostly_waiting(wait_fraction: float | None) -> TypeGuard[float]:
     """Whether exposed communication of which `wait_fraction` was spent waiting for late ranks
     (None: not known) is mostly waiting."""
     return wait_fraction is not None and wait_fraction >= WAIT_DOMINATES
@@ -65,7 +66,7 @@ def verdict(
     share = f"exposed communication is {100 * comm_overhead:.1f}% of the step"
     if comm_overhead <= target:
         return COMPUTE_BOUND, f"{share} (target {100 * target:.0f}%)"
-    if wait_fraction is not None and mostly_waiting(wait_fraction):
+    if mostly_waiting(wait_fraction):
         return COMM_WALL, (
             f"{share}, {100 * wait_fraction:.0f}% of it waiting for late ranks rather than "
             "transferring data: more bandwidth would not remove the waiting (the diagnosis "
