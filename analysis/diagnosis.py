@@ -5,7 +5,8 @@ Rules (docs/diagnosis.md; thresholds in analysis/policy.py):
 * **Wall or not**: exposed communication (transfer + waiting not hidden by compute) above
   ``WALL_EXPOSED_SHARE`` of the step is a communication wall.
 * **What dominates** the step: the largest of exposed transfer (bandwidth-bound), exposed wait
-  (synchronisation / straggler-bound), idle (host-, input- or launch-bound) and memory-only
+  (synchronisation / straggler-bound), idle (host-, input- or launch-bound; device-stalled
+  when most of it had its work issued already, ``IDLE_QUEUED_SHARE``) and memory-only
   (memory-bound), when it takes at least ``CAUSE_MIN_SHARE`` of the step; otherwise compute
   (healthy, compute-bound). Every other part above the line is named as well.
 * **Who**: the ranks that cause the waiting, by their share of it (stragglers.sql), flagged ones
@@ -34,6 +35,9 @@ CAUSES: dict[str, tuple[str, str]] = {
     "memory_only_ms": ("memory", "memory-bound: memory copies alone"),
 }
 COMPUTE = ("compute", "compute-bound: communication is hidden or small")
+#: Idle time that is the device's own stall (the host had issued the work already), not the
+#: host's delay (sql/idle.sql; threshold policy.IDLE_QUEUED_SHARE).
+DEVICE_STALL = ("device", "device-stalled: the GPU sits idle with work already issued")
 #: The label of a job that stopped (analysis/stopped.py).
 HUNG_LABEL = "hung: a collective never completed"
 
@@ -47,6 +51,10 @@ NOT_COMM_FIXES = {
     "straggler_fixed": "the late rank's own pace",
     "idle_removed": "the idle host time",
 }
+#: … the idle time's subject, and the idle what-if's words, when the device, not the host,
+#: sits idle (DEVICE_STALL): the replay's label names host delays.
+STALLED_IDLE = "the device's idle time"
+STALLED_IDLE_LABEL = "idle gaps removed (the GPU's stalls with work issued)"
 
 
 def _f(ms: float | None) -> str:
@@ -149,6 +157,25 @@ def _wall_words(wall: bool, marginal: bool, waiting: bool | None) -> str:
     )
 
 
+def _stalled(s: Mapping[str, Any]) -> bool:
+    """Whether most of the idle time had its work issued already: a device stall."""
+    share = s.get("idle_queued_share")
+    return share is not None and share >= policy.IDLE_QUEUED_SHARE
+
+
+def _stall_sentence(s: Mapping[str, Any]) -> str:
+    """Why the idle time is not the host's: the evidence and where to look instead."""
+    return (
+        f"The host is not what the GPU waits for: in {_pct(s['idle_queued_share'])} of the idle "
+        f"time the work that ends the gap had been issued already (the host issues work a "
+        f"median {_f(s.get('launch_lead_ms'))} ahead of the GPU), so faster input or launches "
+        "would not shorten it. The GPU waits on something the trace does not show: a CUDA "
+        "graph's internal order, an event or stream waiting on other work, another process on "
+        "the GPU, or work the profiler did not record; look at what runs around the longest "
+        "gaps (graph launches, stream waits)."
+    )
+
+
 def _beyond_comm(report: Mapping[str, Any], fix: Mapping[str, Any]) -> str:
     """When the largest fix is not a communication fix and saves more than hiding all exposed
     communication would (the replay's bound), the step is set by that fix's subject, not by the
@@ -161,11 +188,21 @@ def _beyond_comm(report: Mapping[str, Any], fix: Mapping[str, Any]) -> str:
     )
     if bound is None or fix["saving_ms"] <= bound["saving_ms"]:
         return ""
+    subject = NOT_COMM_FIXES[fix["key"]]
+    if fix["key"] == "idle_removed" and _stalled(report.get("summary") or {}):
+        subject = STALLED_IDLE
     return (
         f", more than hiding all exposed communication would save ({_f(bound['saving_ms'])}): "
-        + NOT_COMM_FIXES[fix["key"]]
+        + subject
         + ", not the network, sets the step"
     )
+
+
+def _label(report: Mapping[str, Any], w: Mapping[str, Any]) -> str:
+    """A what-if's words in the paragraph (the idle one's say what the idle time was)."""
+    if w["key"] == "idle_removed" and _stalled(report.get("summary") or {}):
+        return STALLED_IDLE_LABEL
+    return str(w["label"])
 
 
 def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
@@ -176,9 +213,9 @@ def _whatif_sentence(report: Mapping[str, Any]) -> str | None:
     if not ws:
         return None
     items = "; ".join(
-        f"{w['label']}: {_f(w['step_ms'])} ({w['saving_pct']:+.0f}%)".replace("(+", "(−")
+        f"{_label(report, w)}: {_f(w['step_ms'])} ({w['saving_pct']:+.0f}%)".replace("(+", "(−")
         if (w["saving_pct"] or 0) > 0  # None when the replayed step takes no time
-        else f"{w['label']}: {_f(w['step_ms'])} (no gain)"
+        else f"{_label(report, w)}: {_f(w['step_ms'])} (no gain)"
         for w in ws
     )
     bounds = {w["key"]: w for w in rep.get("whatifs") or [] if w["key"] in BOUNDS}
@@ -275,6 +312,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         # a wall made of both together: name the larger of the two first
         big.insert(0, max(comm_parts, key=lambda k: shares[k]))
     cause, label = CAUSES[big[0]] if big else COMPUTE
+    stalled = "idle_ms" in big and _stalled(s)
+    if stalled and big[0] == "idle_ms":
+        cause, label = DEVICE_STALL
     matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
     if cause == "bandwidth" and not matched:
         label = "communication-bound: exposed communication, transfer and waiting not told apart"
@@ -317,6 +357,8 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it.",
             )
         )
+    if stalled:
+        sentences.append(("what", _stall_sentence(s)))
     if comm > 0 and not matched:
         sentences.append(
             (
@@ -338,8 +380,8 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         sentences.append(
             (
                 "fix",
-                f"Largest single fix: {fix['label']}, {_f(fix['saving_ms'])} faster per step "
-                f"({fix['saving_pct']:.0f}%){_beyond_comm(report, fix)}.",
+                f"Largest single fix: {_label(report, fix)}, {_f(fix['saving_ms'])} faster per "
+                f"step ({fix['saving_pct']:.0f}%){_beyond_comm(report, fix)}.",
             )
         )
     sentences.append(("model", _prediction_sentence(report, wall)))
@@ -368,7 +410,10 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "wall": wall,
         "cause": cause,
         "label": label,
-        "causes": [CAUSES[k][0] if k in CAUSES else k for k in big],
+        "causes": [
+            DEVICE_STALL[0] if k == "idle_ms" and stalled else CAUSES[k][0] if k in CAUSES else k
+            for k in big
+        ],
         "shares": shares,
         "exposed_comm_share": exposed,
         "culprits": culprits,

@@ -32,6 +32,7 @@ CACHED = (
     "collective_ranks",
     "collective_instances",
     "step_windows",
+    "idle_gaps",
     "operator_compute",
     "step_overlap",
     "rank_overlap",

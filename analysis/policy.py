@@ -15,6 +15,12 @@ WALL_EXPOSED_SHARE = 0.10
 #: naming in the diagnosis when it takes at least this share of the step.
 CAUSE_MIN_SHARE = 0.10
 
+#: Idle time is the device's own stall, not its host's delay, when at least this share of it
+#: had the work that ends each gap issued already (analysis/sql/idle.sql). On the real traces
+#: in tests/data: 0.87 on HTA's negative-queue-length trace (the host 162 ms ahead of the GPU),
+#: 0.06-0.20 on the host-bound ones.
+IDLE_QUEUED_SHARE = 0.5
+
 #: A rank is a straggler when its share of the waiting beats the fair share 1/n with a
 #: one-sided t statistic of at least this, over the units (steps, or instances) of the scope.
 #: On real 2–4 rank gloo runs made here, injected stragglers scored 6.2–604 and the 10 runs

@@ -56,6 +56,8 @@ class Summary(Parts, total=False):
     eta: float | None
     gamma: float | None
     exposed_comm_share: float | None
+    idle_queued_share: float | None  # idle gaps whose work was issued already (sql/idle.sql)
+    launch_lead_ms: float | None  # median, over ranks, of how far ahead the host issues work
 
 
 class RankRow(TypedDict, total=False):

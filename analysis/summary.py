@@ -82,7 +82,25 @@ def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     }
     for key, col in PARTS.items():
         out[key] = _ms(r[col])
+    out.update(_idle_kind(con, rid))
     return out
+
+
+def _idle_kind(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    """What the idle time waits for (sql/idle.sql): `idle_queued_share`, the share of the gaps
+    between timeline activities during which the work ending the gap had been issued already
+    (None without GPU launch times), and `launch_lead_ms`, the median over ranks of how far
+    ahead of the device the host issues its work."""
+    gaps, queued, launched, lead = db.row(
+        con,
+        "SELECT sum(gaps_ns), sum(queued_ns), sum(launched), median(lead_ns) FROM idle_gaps(?)",
+        [rid],
+    )
+    known = bool(launched) and bool(gaps)
+    return {
+        "idle_queued_share": _num(queued / gaps) if known else None,
+        "launch_lead_ms": _ms(lead) if known else None,
+    }
 
 
 def _part_records(df: Any, keys: tuple[str, ...]) -> list[dict]:

@@ -40,6 +40,19 @@ def memory_store():
     return load_modules(con)
 
 
+def analysis_store(path: Path, sets: tuple[Path, ...]):
+    """A store at `path` with each directory of `sets` ingested as a run named after it, opened
+    for analysis (the caller closes it)."""
+    from analysis.db import open_db
+    from ingest import discover, store
+
+    w = store.connect(path)
+    for d in sets:
+        store.ingest(w, d.name, discover.expand([str(d)]))
+    w.close()
+    return open_db(path)
+
+
 @pytest.fixture(autouse=True)
 def _restore_main_module():
     """Streamlit's AppTest runs the app as module `__main__` and leaves it in sys.modules; a

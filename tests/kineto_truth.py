@@ -121,3 +121,40 @@ def collective_starts(path: Path, pattern: str, cat: str | None = None) -> list[
         for e in events(path)
         if e.get("ph") == "X" and cat in (None, e.get("cat")) and rx.search(e.get("name", ""))
     )
+
+
+def idle_gaps(path: Path) -> dict[str, float]:
+    """The gaps between a GPU trace's device events inside its step windows (from the first
+    window's start to the last one's end, as `gpu_steps` makes them), and their part during
+    which the event ending the gap had been launched already: gaps_ns, queued_ns, and lead_ns,
+    the median of (start − launch) over device events launched before they start."""
+    ev = events(path)
+    host = sorted(
+        (ns(e["ts"]), ns(e["ts"] + e["dur"]))
+        for e in ev
+        if e.get("cat") == "user_annotation" and STEP.match(e.get("name", ""))
+    )
+    launch = {
+        e["args"]["correlation"]: ns(e["ts"])
+        for e in ev
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    dev = [
+        (ns(e["ts"]), ns(e["ts"] + e["dur"]), launch.get(e["args"].get("correlation")))
+        for e in ev
+        if e.get("cat") in DEVICE
+    ]
+    first = [s for s, _, t in dev if t is not None and host[0][0] <= t < host[0][1]]
+    lo = min(first) if first else host[0][0]
+    last = [e for _, e, t in dev if t is not None and host[-1][0] <= t < host[-1][1]]
+    hi = max([host[-1][1], *last])
+    gaps = queued = 0
+    end = None
+    for s, e, launched in sorted(dev, key=lambda d: (d[0], d[2] if d[2] is not None else d[0])):
+        if end is not None and end < s:
+            a, b = max(end, lo), min(s, hi)
+            gaps += max(b - a, 0)
+            queued += max(b - max(a, launched if launched is not None else s), 0)
+        end = e if end is None else max(end, e)
+    leads = [s - t for s, _, t in dev if t is not None and t < s]
+    return {"gaps_ns": gaps, "queued_ns": queued, "lead_ns": statistics.median(leads)}

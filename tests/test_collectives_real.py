@@ -8,11 +8,10 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import DLRM, SAMPLES
+from conftest import DLRM, SAMPLES, analysis_store
 
 from analysis.collectives import clock_check, clock_offsets, collective_instances
-from analysis.db import open_db, run_id
-from ingest import discover, store
+from analysis.db import run_id
 
 GLOO = SAMPLES / "gloo_4rank_compute"
 # STRAGGLERS.md §5: total wait per rank (µs) in the DLRM set, from raw (unaligned) starts
@@ -21,12 +20,7 @@ DLRM_WAIT_US = {0: 5580, 1: 11125, 2: 3280, 3: 9571, 4: 6370, 5: 6041, 6: 3342, 
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    path = tmp_path_factory.mktemp("real") / "store.duckdb"
-    w = store.connect(path)
-    for d in (DLRM, GLOO):
-        store.ingest(w, d.name, discover.expand([str(d)]))
-    w.close()
-    c = open_db(path)
+    c = analysis_store(tmp_path_factory.mktemp("real") / "store.duckdb", (DLRM, GLOO))
     yield c
     c.close()
 
