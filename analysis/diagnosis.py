@@ -431,9 +431,11 @@ def _bandwidth_sentence(report: Mapping[str, Any]) -> str:
     parts: list[str] = []
     for o in ops[:3]:
         if o.get("busbw_GBps_median") is not None:
+            n = o.get("n_bandwidth", o["count"])
+            calls = f"{n} calls" if n == o["count"] else f"{n} of {o['count']} calls"
             parts.append(
                 f"{o['op']} {o['busbw_GBps_median']:.3g} GB/s median bus bandwidth "
-                f"({o['count']} calls, median {_fmt_bytes(o.get('bytes_median'))})"
+                f"({calls}, median {_fmt_bytes(o.get('bytes_median'))})"
             )
     peak = measured.get("peak_busbw_GBps")
     link = measured.get("link")

@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import DLRM, SAMPLES, analysis_store
+from conftest import DATA, DLRM, SAMPLES, analysis_store
 
 from analysis.collectives import clock_check, clock_offsets, collective_instances
 from analysis.db import run_id
@@ -110,3 +110,22 @@ def test_gloo_waits_cross_checked(con):
     bf = brute_force(con, "gloo_4rank_compute").groupby("rank")["wait"].sum().to_dict()
     assert got == bf  # one host: no alignment, so exactly the raw waits
     assert min(got, key=got.get) == 2  # the straggler waits least
+
+
+def test_no_bandwidth_from_calls_that_pair_different_messages(tmp_path):
+    """HTA's trace_filter set holds sampled steps of ranks 0 and 1 of a 128-rank job, not the
+    same steps: read from the raw files, rank 0's `nccl:all_to_all` calls have Input Dims
+    [[384]] long, [[419430400]] and [[419430400]] unsigned char, [[2846720]] int, rank 1's
+    [[339738624]] unsigned char, [[2846720]] int, [[384]] long, [[394073856]] unsigned char:
+    paired by order, no two agree. Their bus bandwidth (0.137 GB/s, from a 3 KB call "moving"
+    339 MB) was quoted in the diagnosis as the alltoall's."""
+    from analysis.report import build_report
+
+    d = DATA / "kineto/hta_trace_filter_2rank"
+    con = analysis_store(tmp_path / "store.duckdb", (d,))
+    rep = build_report(con, d.name, keep_going=False)
+    con.close()
+    ops = {o["op"]: o for o in rep["collectives"]["ops"]}
+    assert ops["alltoall"]["size_mismatch"] == ops["alltoall"]["count"] == 4
+    assert ops["alltoall"]["busbw_GBps_median"] is None and ops["alltoall"]["n_bandwidth"] == 0
+    assert "alltoall" not in rep["diagnosis"]["paragraph"]

@@ -292,3 +292,42 @@ def test_collective_ops_summary(con):
     assert (ar["count"], ar["transfer_ns_median"], ar["skew_start_ns_max"]) == (2, 15, 40)
     assert (ar["total_wait_ns"], ar["incomplete"], ar["bytes_total"]) == (50, 0, 8192)
     assert (ag["count"], ag["incomplete"], ag["transfer_ns_median"]) == (1, 1, None)
+
+
+# (case, calls, expected allreduce (n_bandwidth, busbw_GBps_median, bytes_median))
+TRUSTED_BW_CASES = [
+    (
+        "two good instances: both count",
+        [call(0, 0, 30), call(1, 10, 20), call(0, 100, 50), call(1, 140, 10)],
+        # transfer 20 and 10 ns, 4096 bytes, factor 2(n-1)/n = 1: 204.8 and 409.6 GB/s
+        (2, (204.8 + 409.6) / 2, 4096),
+    ),
+    (
+        "a call that ends before its peer arrives (wrong pairing): no bandwidth from it",
+        # by order: rank 1's call at 0 pairs with rank 0's at 0 (ends 30 and 20: transfer 25 ns),
+        # its call at 10 (ending at 30) with rank 0's at 100
+        [call(0, 0, 30), call(1, 10, 20), call(0, 100, 50), call(1, 0, 20)],
+        (1, 4096 / 25, 4096),
+    ),
+    (
+        "calls disagreeing on sizes: neither their bandwidth nor their bytes",
+        [call(0, 0, 30), call(1, 10, 20), call(0, 100, 50, n=8), call(1, 140, 10, n=8_000_000)],
+        (1, 204.8, 4096),
+    ),
+    (
+        "no instance to trust: no bandwidth at all",
+        [call(0, 100, 50), call(1, 0, 20)],
+        (0, None, 4096),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "case,calls,expected", TRUSTED_BW_CASES, ids=[c[0] for c in TRUSTED_BW_CASES]
+)
+def test_op_bandwidth_only_from_trusted_instances(con, case, calls, expected):
+    load(con, calls)
+    (ar,) = rows(con, "SELECT * FROM collective_ops(1)")
+    n, busbw, size = expected
+    assert (ar["n_bandwidth"], ar["bytes_median"]) == (n, size)
+    assert ar["busbw_GBps_median"] == (None if busbw is None else pytest.approx(busbw))

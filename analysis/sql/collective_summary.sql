@@ -1,15 +1,24 @@
 -- collective_summary: run-level summaries of matched collectives: per op, clock quality, problems.
 -- requires: collectives
 
+-- _trusted_bw(n_ranks, causal, size_mismatch): whether an instance's bandwidth means anything:
+-- seen by >= 2 ranks, every call ending after the last arrival (a call that ends before a peer
+-- arrived was paired with the wrong call, or the clocks are off), and the calls agreeing on
+-- sizes (disagreeing ones pair different messages: their bytes are no message's size).
+CREATE OR REPLACE TEMP MACRO _trusted_bw(n_ranks, causal, size_mismatch) AS
+n_ranks >= 2 AND coalesce(causal, false) AND NOT coalesce(size_mismatch, false);
+
 -- collective_ops(rid): one row per collective op of run `rid`.
 --   returns   op,
 --             count              matched instances,
 --             n_ranks            median ranks per instance,
 --             bytes_total        sum of instance bytes (MODEL.md §4 S; NULL sizes skipped),
---             bytes_median       median instance bytes,
+--             bytes_median       median instance bytes (instances whose calls agree on sizes),
 --             transfer_ns_median median transfer_ns (DOUBLE ns),
---             algbw_GBps_median, busbw_GBps_median   medians over instances with a bandwidth,
---             busbw_GBps_max     the best instance,
+--             algbw_GBps_median, busbw_GBps_median   medians over the instances whose
+--                                bandwidth can be trusted (_trusted_bw),
+--             busbw_GBps_max     the best of those,
+--             n_bandwidth        how many those are,
 --             skew_start_ns_median, skew_start_ns_max   arrival spread (ns),
 --             skew_end_ns_median  end spread after alignment (ns),
 --             total_wait_ns      sum of all ranks' waits,
@@ -22,11 +31,16 @@ SELECT op,
     count(*) AS count,
     median(n_ranks) AS n_ranks,
     sum(bytes)::BIGINT AS bytes_total,
-    median(bytes) AS bytes_median,
+    median(bytes) FILTER (WHERE NOT coalesce(size_mismatch, false)) AS bytes_median,
     median(transfer_ns) FILTER (WHERE n_ranks >= 2) AS transfer_ns_median,
-    median(algbw_GBps) FILTER (WHERE n_ranks >= 2) AS algbw_GBps_median,
-    median(busbw_GBps) FILTER (WHERE n_ranks >= 2) AS busbw_GBps_median,
-    max(busbw_GBps) FILTER (WHERE n_ranks >= 2) AS busbw_GBps_max,
+    median(algbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+        AS algbw_GBps_median,
+    median(busbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+        AS busbw_GBps_median,
+    max(busbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+        AS busbw_GBps_max,
+    count(busbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+        AS n_bandwidth,
     median(skew_start_ns) FILTER (WHERE n_ranks >= 2) AS skew_start_ns_median,
     max(skew_start_ns) FILTER (WHERE n_ranks >= 2) AS skew_start_ns_max,
     median(skew_end_ns) FILTER (WHERE n_ranks >= 2) AS skew_end_ns_median,
