@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model.step import mostly_waiting
+from analysis.nccl import gdr_off_matters
 from analysis.stopped import HUNG_FIGURES, STRAGGLERS_CAVEAT, figures_hold_the_hang
 from analysis.verdict import EXPOSED_SHARE_LIMIT, wait_fraction
 
@@ -197,7 +198,9 @@ def socket_transport(report: Mapping[str, Any]) -> Item:
             "socket_transport", title, page, NOT_OBSERVABLE, "No NCCL logs.", NCCL_LOG_HINT
         )
     tcp = n.get("tcp_fallback") or {}
+    inter = n.get("inter_node") or {}
     nets = ", ".join(sorted({str(x.get("network")) for x in n.get("networks") or []}))
+    nets = nets or inter.get("network") or ""  # from the NET connection lines
     if tcp.get("detected"):
         return _item(
             "socket_transport",
@@ -210,12 +213,28 @@ def socket_transport(report: Mapping[str, Any]) -> Item:
             "container), NCCL_IB_DISABLE and NCCL_NET are unset, and NCCL_IB_HCA names the NICs.",
         )
     if not nets:
+        if inter.get("value") is False:
+            return _item(
+                "socket_transport",
+                title,
+                page,
+                OK,
+                "NCCL chose no inter-node network (a single-node job).",
+            )
+        crosses = (
+            f"The job crosses nodes (by {inter.get('basis')})"
+            if inter.get("value")
+            else "Whether the job crosses nodes is not in the logs"
+        )
         return _item(
             "socket_transport",
             title,
             page,
-            OK,
-            "NCCL chose no inter-node network (a single-node job).",
+            NOT_OBSERVABLE,
+            f"{crosses}, but no NCCL line names the network it used (no `Using network` line, "
+            "no NET connection line), so TCP sockets cannot be ruled out.",
+            "Log with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET: NCCL then names the "
+            "network it uses and every connection's transport.",
         )
     return _item("socket_transport", title, page, OK, f"Network NCCL used: {nets}.")
 
@@ -236,6 +255,15 @@ def gdr(report: Mapping[str, Any]) -> Item:
             "Log with NCCL_DEBUG_SUBSYS=INIT,NET to see the /GDRDMA connection flags.",
         )
     where = _where(n.get("gdr_evidence"))
+    if not n["gdr"] and not gdr_off_matters(n):
+        return _item(
+            "gdr",
+            title,
+            page,
+            OK,
+            f"GPU Direct RDMA is disabled{where}, but nothing in this job goes over the network "
+            "(one host, no NET connections), so it costs nothing here.",
+        )
     if not n["gdr"]:
         return _item(
             "gdr",
@@ -266,6 +294,19 @@ def nccl_versions(report: Mapping[str, Any]) -> Item:
             ATTENTION,
             f"Different NCCL versions in one job: {', '.join(versions)}.",
             "Use one container image / NCCL build on every node.",
+        )
+    procs = (n.get("ranks") or {}).get("processes") or 0
+    credited = sum(d.get("n_processes") or 0 for d in n.get("versions_detail") or [])
+    if credited < procs:
+        return _item(
+            "nccl_versions",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            f"Only {credited} of the {procs} processes in the logs can be credited with an NCCL "
+            f"version line (the logs print {versions[0]}), so a mismatch among the others "
+            "cannot be ruled out.",
+            "Keep every process's log: with NCCL_DEBUG=INFO each prints `NCCL version` at init.",
         )
     return _item("nccl_versions", title, page, OK, f"Every process logged NCCL {versions[0]}.")
 

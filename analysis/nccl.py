@@ -3,6 +3,7 @@ analysis/sql/nccl_*.sql macros). Every key is present whether or not the run has
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import duckdb
@@ -147,6 +148,16 @@ def _collectives(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     }
 
 
+def gdr_off_matters(s: Mapping[str, Any]) -> bool:
+    """Whether GPU Direct RDMA being off costs the job anything: some of its traffic goes over
+    the network (it crosses nodes, or NET connections were seen). A one-host job whose only
+    evidence is the NICs' capability lines sends nothing through them."""
+    if s.get("gdr") is not False:
+        return False
+    crosses = (s.get("inter_node") or {}).get("value") is not False
+    return crosses or (s.get("gdr_evidence") or {}).get("basis") == "connections"
+
+
 def _findings(s: dict[str, Any]) -> list[str]:
     """One sentence per notable fact, most important first."""
     out = []
@@ -162,8 +173,8 @@ def _findings(s: dict[str, Any]) -> list[str]:
             )
     if s["version_mismatch"]:
         out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")
-    if s["gdr"] is False:
-        out.append("GPU Direct RDMA is off: inter-node traffic is staged through host memory")
+    if gdr_off_matters(s):
+        out.append("GPU Direct RDMA is off: network traffic is staged through host memory")
     for key in ("errors", "warnings"):
         if s[key]["count"]:
             out.append(f"NCCL {key}: {s[key]['count']}; first: {s[key]['first']['text']}")

@@ -145,6 +145,9 @@ def nccl(**changes):
 
 TCP = {"detected": True, "reason": "ib_disabled", "explanation": "NCCL_IB_DISABLE=1 forced TCP",
        "evidence": {"file": "/x/nccl.0.log", "line": 12, "text": "via NET/Socket/0"}}  # fmt: skip
+ONE_HOST = {"value": False, "basis": "one_host", "network": None, "network_basis": None}
+NODES = {"value": True, "basis": "hosts", "network": None, "network_basis": None}
+CAPABILITY = {"basis": "capability", "file": "/x/nccl.0.log", "line": 43, "text": "GDR Disabled"}
 FIRST = {
     "file": "/x/nccl.3.log",
     "line": 7,
@@ -158,12 +161,33 @@ FIRST = {
     "section,key,expected",
     [
         (nccl(networks=[{"network": "IB"}]), "socket_transport", checklist.OK),
-        (nccl(), "socket_transport", checklist.OK),  # single node: no network
+        (nccl(inter_node=ONE_HOST), "socket_transport", checklist.OK),  # single node
+        (nccl(inter_node=NODES), "socket_transport", checklist.NOT_OBSERVABLE),  # net unnamed
+        (nccl(inter_node={**NODES, "network": "IB"}), "socket_transport", checklist.OK),
+        (nccl(), "socket_transport", checklist.NOT_OBSERVABLE),  # nodes not known either
         (nccl(tcp_fallback=TCP), "socket_transport", checklist.ATTENTION),
         (nccl(gdr=True), "gdr", checklist.OK),
-        (nccl(gdr=False), "gdr", checklist.ATTENTION),
+        (nccl(gdr=False), "gdr", checklist.ATTENTION),  # whether the job crosses nodes unknown
+        (nccl(gdr=False, inter_node=NODES), "gdr", checklist.ATTENTION),
+        (nccl(gdr=False, inter_node=ONE_HOST, gdr_evidence=CAPABILITY), "gdr", checklist.OK),
+        (  # one host, but its GPUs talk through the NIC
+            nccl(
+                gdr=False, inter_node=ONE_HOST, gdr_evidence={**CAPABILITY, "basis": "connections"}
+            ),
+            "gdr",
+            checklist.ATTENTION,
+        ),
         (nccl(), "gdr", checklist.NOT_OBSERVABLE),
         (nccl(versions=["2.21.5"]), "nccl_versions", checklist.OK),
+        (  # one of two processes printed its version
+            nccl(
+                versions=["2.21.5"],
+                versions_detail=[{"version": "2.21.5", "n_processes": 1}],
+                ranks={**empty_section()["ranks"], "processes": 2},
+            ),
+            "nccl_versions",
+            checklist.NOT_OBSERVABLE,
+        ),
         (
             nccl(versions=["2.21.5", "2.18.1"], version_mismatch=True),
             "nccl_versions",

@@ -1,0 +1,61 @@
+"""The checklist's NCCL items on real logs (tests/data/nccl/), against lines read from each file
+by hand: an item is marked only as far as the log's evidence goes."""
+
+from __future__ import annotations
+
+import pytest
+from nccl_real import ingest_all, real_logs
+
+from analysis import checklist
+
+LOGS = {log.name[:3]: log for log in real_logs()}
+
+
+@pytest.fixture(scope="module")
+def sections(tmp_path_factory):
+    logs = [LOGS[k] for k in ("001", "016", "021", "025")]
+    got = ingest_all(tmp_path_factory.mktemp("nccl") / "s.duckdb", logs)
+    return {name[:3]: s for name, s in got.items()}
+
+
+def test_gdr_off_on_one_host_is_no_alert(sections):
+    """025: `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'` (line 43), but one host
+    (line 146: `comm 0x55b6aa64a990 rank 0 nRanks 2 nNodes 1`) and no `via NET` line at all:
+    its two GPUs talk `via P2P/direct pointer/read` (line 1052). Nothing goes through the NIC,
+    so GDR being off costs nothing; the report used to send the reader to nvidia-peermem."""
+    s = sections["025"]
+    assert s["gdr"] is False and s["inter_node"]["value"] is False
+    item = checklist.gdr({"nccl": s})
+    assert item["status"] == checklist.OK and "costs nothing" in item["evidence"]
+    assert not any("GPU Direct RDMA" in f for f in s["findings"])
+
+
+def test_gdr_off_across_nodes_is_an_alert_and_the_network_is_named(sections):
+    """021: two hosts, s95 and s96 (lines 43-44 print the version from each), talking
+    `via NET/IB/1` without /GDRDMA (line 65); no `Using network` line. GDR off matters here,
+    and the network is the connections' IB, not "a single-node job"."""
+    s = sections["021"]
+    assert checklist.gdr({"nccl": s})["status"] == checklist.ATTENTION
+    tcp = checklist.socket_transport({"nccl": s})
+    assert tcp["status"] == checklist.OK and "IB" in tcp["evidence"]
+    assert "single-node" not in tcp["evidence"]
+
+
+def test_one_version_line_does_not_vouch_for_64_processes(sections):
+    """001: 64 ranks on 8 hosts, and the only version line is line 158 (`NCCL version
+    2.6.4+cuda10.2`, with no process prefix): the checklist used to say "Every process logged
+    NCCL 2.6.4"."""
+    s = sections["001"]
+    assert s["ranks"]["processes"] == 64 and s["versions"] == ["2.6.4"]
+    item = checklist.nccl_versions({"nccl": s})
+    assert item["status"] == checklist.NOT_OBSERVABLE and "0 of the 64" in item["evidence"]
+
+
+def test_a_multi_node_job_without_a_named_network_is_not_called_single_node(sections):
+    """016: NCCL WARN lines from eight hosts (GPU-790 at line 2179, GPU-1006 at 2195, GPU-47 at
+    2211, ...), and no `Using network`, NET/ or `via NET` line anywhere: the network between
+    the nodes is unknown, and the checklist used to call it "a single-node job"."""
+    s = sections["016"]
+    assert s["inter_node"]["value"] is True
+    tcp = checklist.socket_transport({"nccl": s})
+    assert tcp["status"] == checklist.NOT_OBSERVABLE and "crosses nodes" in tcp["evidence"]
