@@ -116,6 +116,15 @@ def _problems(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, dict]:
     return out
 
 
+def _collnet_fallback(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    rows = _rows(con, "nccl_collnet_fallbacks", rid)
+    first = None
+    if rows:
+        r = rows[0]
+        first = {**(_where(con, r["file_id"], r["line_no"]) or {}), "text": r["message"]}
+    return {"processes": len({(r["file_id"], r["proc"]) for r in rows}), "first": first}
+
+
 def _timeout_collectives(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
     groups: dict[tuple, dict] = {}
     for r in _rows(con, "nccl_timeout_ranks", rid):
@@ -175,6 +184,12 @@ def _findings(s: dict[str, Any]) -> list[str]:
         out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")
     if gdr_off_matters(s):
         out.append("GPU Direct RDMA is off: network traffic is staged through host memory")
+    if s["collnet_fallback"]["processes"]:
+        out.append(
+            f"CollNet could not be initialised ({s['collnet_fallback']['processes']} process(es)): "
+            "NCCL fell back to point-to-point, so SHARP / in-network reduction is off; errors "
+            "logged just before come from that attempt"
+        )
     for key in ("errors", "warnings"):
         if s[key]["count"]:
             out.append(f"NCCL {key}: {s[key]['count']}; first: {s[key]['first']['text']}")
@@ -197,7 +212,7 @@ def empty_section() -> dict[str, Any]:
         "networks": [], "nics": [], "transports": [], "gdr": None, "gdr_evidence": None,
         "inter_node": {"value": None, "basis": None, "network": None, "network_basis": None},
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
-        "communicators": [],
+        "communicators": [], "collnet_fallback": {"processes": 0, "first": None},
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
         "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
                      "traced": None},
@@ -232,6 +247,7 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s.update(_gdr(con, rid))
     s["tcp_fallback"] = _tcp(con, rid)
     s["communicators"] = _rows(con, "nccl_comm_shapes", rid)
+    s["collnet_fallback"] = _collnet_fallback(con, rid)
     s.update(_problems(con, rid))
     s["timeouts"]["collectives"] = _timeout_collectives(con, rid)
     if s["timeouts"]["count"]:

@@ -59,6 +59,18 @@ FROM nccl_tree_edges(rid)
 WHERE depth IS NOT NULL
 GROUP BY comm_key, channel;
 
+-- nccl_collnet_fallbacks(rid): the processes of run `rid` whose NCCL gave up on CollNet.
+--   rid       run_id.
+--   returns   file_id, proc, line_no, message: each `Cannot initialize CollNet, using
+--             point-to-point network instead` WARN (NCCL could not set CollNet up, e.g. SHARP's
+--             aggregation manager not running, and runs without it; the errors logged before
+--             it come from that attempt).
+-- Algorithm: the WARN lines of nccl_warnings with that message.
+CREATE OR REPLACE TEMP MACRO nccl_collnet_fallbacks(rid) AS TABLE
+SELECT file_id, proc, line_no, message FROM nccl_warnings
+WHERE run_id = rid AND level = 'WARN' AND message LIKE 'Cannot initialize CollNet%'
+ORDER BY file_id, line_no;
+
 -- nccl_comm_shapes(rid): one row per communicator of run `rid`.
 --   rid       run_id.
 --   returns   comm_key (see nccl_comm_keys), comm_id, nranks,
@@ -72,7 +84,11 @@ GROUP BY comm_key, channel;
 --             tree_roots     distinct roots over the channels,
 --             tree_depth     deepest channel tree (edges),
 --             max_children   largest number of children of a rank,
---             nvls, collnet  NVLS / CollNet in use,
+--             nvls, collnet  NVLS / CollNet in use (collnet: COLLNET connections, `collnet +
+--                            chain` connected, or a collnet channel count that differs from the
+--                            coll one — NCCL 2.20 and later print the coll count in both
+--                            fields — unless a process of the communicator logged `Cannot
+--                            initialize CollNet, using point-to-point network instead`),
 --             connected      what NCCL reported connected (rings, trees, NVLS tree ...).
 -- Algorithm: communicators grouped by comm_key, joined with their ring and tree rows and
 -- nccl_tree_depths.
@@ -113,13 +129,20 @@ collnet_conns AS (
     JOIN nccl_comm_keys(rid) k ON k.file_id = x.file_id AND k.proc = x.proc AND k.comm = x.comm
     WHERE x.run_id = rid AND x.transport LIKE 'COLLNET/%'
 ),
+collnet_failed AS (
+    SELECT DISTINCT c.comm_key
+    FROM nccl_collnet_fallbacks(rid) w
+    JOIN c ON c.file_id = w.file_id AND c.proc = w.proc
+),
 agg AS (
     SELECT comm_key, max(comm_id) AS comm_id, max(nranks) AS nranks, max(n_nodes) AS n_nodes,
         max(local_ranks) AS local_ranks, count(*) AS n_processes,
         count(DISTINCT rank) AS ranks_logged,
         bool_or(coalesce(nvls_heads, 0) > 0 OR coalesce(nvls_channels, 0) > 0) AS nvls,
-        bool_or(coalesce(collnet_channels, 0) > 0 OR list_contains(connected, 'collnet + chain'))
-            AS collnet,
+        bool_or(
+            coalesce(collnet_channels, 0) > 0 AND collnet_channels IS DISTINCT FROM coll_channels
+            OR list_contains(connected, 'collnet + chain')
+        ) AS collnet,
         list_sort(list_distinct(flatten(list(connected)))) AS connected
     FROM c GROUP BY comm_key
 )
@@ -129,7 +152,8 @@ SELECT a.comm_key, a.comm_id, a.nranks, a.n_nodes, a.local_ranks, a.n_processes,
         AS ring_truncated,
     coalesce(t.tree_channels, 0) AS tree_channels, coalesce(d.tree_roots, []) AS tree_roots,
     d.tree_depth, t.max_children, a.nvls,
-    a.collnet OR a.comm_key IN (SELECT comm_key FROM collnet_conns) AS collnet,
+    (a.collnet OR a.comm_key IN (SELECT comm_key FROM collnet_conns))
+        AND a.comm_key NOT IN (SELECT comm_key FROM collnet_failed) AS collnet,
     a.connected
 FROM agg a
 LEFT JOIN rings r USING (comm_key)

@@ -1,5 +1,5 @@
-"""The checklist's NCCL items on real logs (tests/data/nccl/), against lines read from each file
-by hand: an item is marked only as far as the log's evidence goes."""
+"""What the NCCL section and the checklist claim on real logs (tests/data/nccl/), against lines
+read from each file by hand: a claim goes only as far as the log's evidence."""
 
 from __future__ import annotations
 
@@ -59,3 +59,32 @@ def test_a_multi_node_job_without_a_named_network_is_not_called_single_node(sect
     assert s["inter_node"]["value"] is True
     tcp = checklist.socket_transport({"nccl": s})
     assert tcp["status"] == checklist.NOT_OBSERVABLE and "crosses nodes" in tcp["evidence"]
+
+
+@pytest.fixture(scope="module")
+def collnet(tmp_path_factory):
+    logs = [LOGS[k] for k in ("009", "025")]
+    got = ingest_all(tmp_path_factory.mktemp("collnet") / "s.duckdb", logs)
+    return {name[:3]: s for name, s in got.items()}
+
+
+def test_collnet_that_fell_back_is_not_in_use(collnet):
+    """009 (2.12.10, SHARP): CollNet connections are set up (line 1309: `CollNet 00 : 0
+    [receive] via COLLNET/SHARP/0/GDRDMA`), then NCCL gives up on them: lines 1468 and 1511,
+    `transport.cc:253 NCCL WARN Cannot initialize CollNet, using point-to-point network
+    instead`, after `Cannot create SHArP job(-11)`. The report said CollNet was in use and left
+    the reader with 34 errors and no explanation."""
+    s = collnet["009"]
+    assert [c["collnet"] for c in s["communicators"]] == [False]
+    assert (
+        s["collnet_fallback"]["processes"] == 2 and s["collnet_fallback"]["first"]["line"] == 1468
+    )
+    assert any(f.startswith("CollNet could not be initialised") for f in s["findings"])
+
+
+def test_collnet_channel_count_of_nccl_2_20_and_later_is_no_evidence(collnet):
+    """025 (2.27.7, one host, two GPUs): line 475 `24 coll channels, 24 collnet channels, 0 nvls
+    channels`: NCCL 2.20+ prints the coll channel count in the collnet field; no line of the
+    file connects anything via COLLNET."""
+    assert [c["collnet"] for c in collnet["025"]["communicators"]] == [False]
+    assert collnet["025"]["collnet_fallback"] == {"processes": 0, "first": None}
