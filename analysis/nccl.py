@@ -24,7 +24,7 @@ TCP_REASONS = {
     "no_rdma_seen": "TCP sockets carried inter-node traffic; no RDMA network was seen",
 }
 INTER_NODE_KEYS = ("basis", "network", "network_basis")
-STATUSES = ("not_enqueued", "waiting", "completed", "no_log")
+STATUSES = ("not_enqueued", "waiting", "completed", "crashed", "no_log")
 
 
 def _rows(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> list[dict[str, Any]]:
@@ -133,8 +133,12 @@ def _timeout_collectives(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]
             {"pg": r["pg"], "seq": r["seq"], "op_type": r["op_type"], **{s: [] for s in STATUSES}},
         )
         g[r["status"]].append(r["rank"])
+        if r["crash"]:
+            g.setdefault("crashes", {})[r["rank"]] = r["crash"]
     for g in groups.values():
-        g["likely_culprits"] = g["not_enqueued"]
+        # a rank that never issued the collective, or died while the others waited in it
+        g["likely_culprits"] = sorted(g["not_enqueued"] + g["crashed"])
+        g.setdefault("crashes", {})
     return list(groups.values())
 
 
@@ -175,10 +179,14 @@ def _findings(s: dict[str, Any]) -> list[str]:
     for t in s["timeouts"]["collectives"]:
         culprits = t["likely_culprits"]
         if culprits:
+            why = []
+            if t["not_enqueued"]:
+                why.append(f"rank(s) {t['not_enqueued']} never issued it")
+            why += [f"rank {r} died: {msg}" for r, msg in sorted(t["crashes"].items())]
             out.append(
-                f"watchdog timeout on {t['op_type']} SeqNum {t['seq']} (PG {t['pg']}): rank(s) "
-                f"{culprits} never issued it — likely culprit(s); {len(t['waiting'])} rank(s) "
-                "waited for them"
+                f"watchdog timeout on {t['op_type']} SeqNum {t['seq']} (PG {t['pg']}): "
+                f"{'; '.join(why)} — likely culprit(s); {len(t['waiting'])} rank(s) waited "
+                "for them"
             )
     if s["version_mismatch"]:
         out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")

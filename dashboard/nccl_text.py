@@ -112,7 +112,8 @@ def render_nccl(s: dict, table: Table) -> str:
         out.append(
             f"  SeqNum {t['seq']} {t['op_type']} (PG {t['pg']}): not enqueued "
             f"{ranges(t['not_enqueued'])}, waiting {ranges(t['waiting'])}, completed "
-            f"{ranges(t['completed'])}, no log {ranges(t['no_log'])}"
+            f"{ranges(t['completed'])}, crashed {ranges(t.get('crashed', []))}, no log "
+            f"{ranges(t['no_log'])}"
         )
     c = s["collectives"]
     if c["calls"]:

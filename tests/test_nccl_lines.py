@@ -289,6 +289,11 @@ TORCH = {
     "NCCL version 2.19.3": ("error", dict(version="2.19.3")),
     "Test NCCL failure common.cu:1000 'remote process exited or there was a network error'":
         ("error", dict(what="remote process exited or there was a network error")),
+    # the rank that died instead of reaching the collective (029, line 5136)
+    "7: [rank7]: RuntimeError: Time out when prefetcher gets embed data at 600 seconds.":
+        ("crash", dict(rank=7, rank_source="header")),
+    "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator":
+        ("crash", dict(rank=3)),
 }  # fmt: skip
 
 
@@ -310,8 +315,25 @@ def test_pytorch_lines_land_in_tables():
         "progress",
         "heartbeat",
         "dump",
+        "crash",
+        "crash",
     ]
     errors = [(w["kind"], w["src_line"]) for w in out["nccl_warnings"]]
     assert errors == [("torch_nccl_error", 1970), ("test_failure", 1000)]
     assert out["nccl_files"][0]["versions"] == ["2.19.3"]
     assert out["_count"][0]["torch"] == len(lines)
+    # a Python exception is PyTorch's line, not NCCL's: it is not among the NCCL lines
+    assert out["_count"][0]["nccl"] == len(lines) - 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank7]:   File "/workspace/gnn/train.py", line 1236, in <module>',
+        "[rank7]: _queue.Empty",  # no message: a link of the chain, not the fatal one
+        "ValueError: no rank prefix",
+    ],
+)
+def test_lines_that_are_no_fatal_exception(line):
+    assert classify(line) is None

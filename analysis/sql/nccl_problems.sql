@@ -6,9 +6,10 @@
 --   rid       run_id.
 --   returns   category      warning (NCCL WARN lines) | error (error returns: one per chain
 --                           of unwind frames, plus PyTorch / nccl-tests NCCL errors) |
---                           timeout (PyTorch watchdog collective timeouts; a crash's
---                           `what():` quoting one counts when no timeout line of that rank
---                           and seq does),
+--                           timeout (PyTorch watchdog collective timeouts, once per rank and seq
+--                           however many lines quote it: the watchdog's own line and its
+--                           `watchdog thread terminated` line; a crash's `what():` quoting one
+--                           counts when no timeout line of that rank and seq does),
 --             count,
 --             first_file_id, first_line   the first one (file order),
 --             first_rank    its global rank (NULL: unknown),
@@ -34,8 +35,11 @@ w AS (
     WHERE w.run_id = rid
 ),
 t AS (
-    SELECT 'timeout' AS category, 'line ' || line_no AS item, file_id, line_no, rank,
-        kind, message AS text
+    SELECT 'timeout' AS category,
+        CASE WHEN rank IS NOT NULL AND seq IS NOT NULL
+            THEN printf('rank %d seq %d', rank, seq)
+            ELSE 'line ' || line_no END AS item,
+        file_id, line_no, rank, kind, message AS text
     FROM nccl_timeouts x
     WHERE run_id = rid AND (kind = 'timeout' OR (kind = 'crash' AND seq IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM nccl_timeouts y WHERE y.run_id = rid
@@ -48,7 +52,8 @@ cats AS (
     SELECT unnest(['warning', 'error', 'timeout']) AS category
 )
 SELECT c.category,
-    count(DISTINCT (x.file_id, x.item)) FILTER (WHERE x.item IS NOT NULL) AS count,
+    count(DISTINCT CASE WHEN x.item LIKE 'rank %' THEN x.item ELSE x.file_id || ' ' || x.item END)
+        AS count,
     arg_min(x.file_id, (x.file_id, x.line_no)) AS first_file_id,
     arg_min(x.line_no, (x.file_id, x.line_no)) AS first_line,
     arg_min(x.rank, (x.file_id, x.line_no)) AS first_rank,
@@ -66,8 +71,12 @@ ORDER BY list_position(['warning', 'error', 'timeout'], c.category);
 --             rank,
 --             status        not_enqueued (last enqueued < seq: the rank never issued the
 --                           collective — the likely culprit) | waiting (issued it, never
---                           completed it: a victim) | completed | no_log (nothing known),
---             last_enqueued, last_completed   the rank's latest progress report for the pg.
+--                           completed it: a victim) | completed | crashed (no progress or
+--                           timeout of its own, but it died: a `what():`, `terminate called`
+--                           or a fatal Python exception under its `[rankN]:` prefix — a likely
+--                           culprit too) | no_log (nothing known),
+--             last_enqueued, last_completed   the rank's latest progress report for the pg,
+--             crash         the first crash line of a crashed rank (NULL otherwise).
 -- Algorithm: NCCL_LOG.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
 -- 0 .. world-1 takes its latest progress line (last enqueued / completed) for that pg; a
 -- rank that timed out on that seq itself issued it. Ranks compare on global rank. A timeout
@@ -95,6 +104,12 @@ progress AS (
     WHERE run_id = rid AND kind = 'progress' AND rank IS NOT NULL
     GROUP BY pg, rank
 ),
+crashes AS (
+    SELECT rank, arg_min(message, (file_id, line_no)) AS crash
+    FROM nccl_timeouts
+    WHERE run_id = rid AND kind = 'crash' AND rank IS NOT NULL
+    GROUP BY rank
+),
 ranks AS (
     SELECT unnest(range(greatest(
         coalesce((SELECT world_size FROM nccl_world(rid)), 0),
@@ -106,11 +121,14 @@ SELECT t.pg, t.seq, t.op_type, r.rank,
         WHEN p.last_completed >= t.seq THEN 'completed'
         WHEN list_contains(t.timed_out, r.rank) OR p.last_enqueued >= t.seq THEN 'waiting'
         WHEN p.last_enqueued < t.seq THEN 'not_enqueued'
+        WHEN k.rank IS NOT NULL THEN 'crashed'
         ELSE 'no_log'
     END AS status,
-    p.last_enqueued, p.last_completed
+    p.last_enqueued, p.last_completed,
+    CASE WHEN status = 'crashed' THEN k.crash END AS crash
 FROM t CROSS JOIN ranks r
 LEFT JOIN progress p ON p.rank = r.rank AND p.pg IS NOT DISTINCT FROM t.pg
+LEFT JOIN crashes k ON k.rank = r.rank
 ORDER BY t.pg, t.seq, r.rank;
 
 -- nccl_timeout_traced(rid): whether the traces of run `rid` reach a collective that NCCL's

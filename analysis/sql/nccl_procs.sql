@@ -65,14 +65,23 @@ ORDER BY rank NULLS LAST, p.file_id, p.proc;
 -- nccl_rank_coverage(rid): every rank of the job and whether an NCCL log speaks for it.
 --   rid       run_id.
 --   returns   rank,
---             has_log       some log process maps to this rank,
---             n_processes   how many (more than one: the rank appears in several files),
+--             has_log       some log process maps to this rank, or PyTorch lines under its
+--                           `[rankN]:` prefix speak for it (a watchdog-only log),
+--             n_processes   how many NCCL processes (more than one: the rank appears in
+--                           several files),
 --             in_trace      the rank has a trace in the run.
 -- Algorithm: ranks 0 .. world_size-1 (nccl_world) plus any mapped rank beyond, left-joined
--- with nccl_proc_ranks and the ranks table.
+-- with nccl_proc_ranks, the ranks of nccl_timeouts and the ranks table.
 CREATE OR REPLACE TEMP MACRO nccl_rank_coverage(rid) AS TABLE
-WITH mapped AS (
+WITH procs AS (
     SELECT rank, count(*) AS n FROM nccl_proc_ranks(rid) WHERE rank IS NOT NULL GROUP BY rank
+),
+mapped AS (
+    SELECT rank, max(n) AS n FROM (
+        SELECT rank, n FROM procs
+        UNION ALL
+        SELECT DISTINCT rank, 0 FROM nccl_timeouts WHERE run_id = rid AND rank IS NOT NULL
+    ) GROUP BY rank
 ),
 every AS (
     SELECT unnest(range(coalesce((SELECT world_size FROM nccl_world(rid)), 0))) AS rank

@@ -23,12 +23,22 @@ def line_array(data: bytes) -> tuple[pa.Array, np.ndarray]:
 OLD_WARN = r":[0-9]+:[0-9]+ \[[0-9]+\] (?:[^ ]+:[0-9]+ )?WARN "
 
 
+#: The exception a rank died of, under PyTorch's rank prefix (torch_lines.PY_EXCEPTION): no
+#: NCCL in it, but it names the rank that did not reach a collective the others timed out on.
+PY_EXCEPTION = r"\[rank[0-9]+\]: [A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Interrupt): "
+
+
 def classify_lines(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Row numbers of the COLL candidates (NCCL lines with ` opCount `) and of the other
-    lines mentioning NCCL (or shaped like an old NCCL warning)."""
+    lines mentioning NCCL (or shaped like an old NCCL warning, or a rank's fatal Python
+    exception)."""
     nccl = np.asarray(pc.match_substring(lines, "NCCL"))
     if not nccl.all():
         nccl |= np.asarray(pc.match_substring_regex(lines, OLD_WARN))
+        ranked = np.flatnonzero(~nccl & np.asarray(pc.match_substring(lines, "[rank")))
+        if ranked.size:
+            hit = pc.match_substring_regex(lines.take(pa.array(ranked)), PY_EXCEPTION)
+            nccl[ranked[np.asarray(hit)]] = True
     coll = nccl & np.asarray(pc.match_substring(lines, COLL_MARK))
     return np.flatnonzero(coll), np.flatnonzero(nccl & ~coll)
 

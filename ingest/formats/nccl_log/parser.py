@@ -270,8 +270,11 @@ class LogParser:
             self._torch(joined)
             return True
         if t is not None:
-            self.count["nccl"] += 1
             self.count["torch"] += 1
+            if "NCCL" not in line:  # a rank's fatal Python exception: PyTorch's, not NCCL's
+                self._torch(t)
+                return False
+            self.count["nccl"] += 1
             if t.kind == "other":
                 self._unknown(None, "torch", line)
                 return False

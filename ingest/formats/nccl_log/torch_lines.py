@@ -48,6 +48,11 @@ CRASH = C(
     r"what\(\):|terminate called after throwing|"
     r"Some NCCL operations have failed or timed out\. Due to the asynchronous"
 )
+#: The last line of a Python traceback under PyTorch's rank prefix (`[rank7]: RuntimeError:
+#: Time out when ...`): the rank died of that exception (a crash row, as `what():` is).
+PY_EXCEPTION = C(
+    r"\[rank(?P<rank>\d+)\]: (?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (?P<msg>.*)$"
+)
 NCCL_ERROR = C(
     r"NCCL error in: (?P<where>\S+?),? (?P<what>.*?)(?:, NCCL version (?P<ver>\d+\.\d+\.\d+\S*))?$"
 )
@@ -84,6 +89,9 @@ def classify(line: str) -> TorchLine | None:
     """The PyTorch line `line` is, or None when it is not one (the caller checked it mentions
     NCCL)."""
     header = next((m for rx in HEADERS if (m := rx.search(line))), None)
+    if header is None and (py := PY_EXCEPTION.search(line)) and not TIMEOUT.search(line):
+        rank = {"rank": int(py.group("rank")), "rank_source": "header"}
+        return TorchLine("crash", rank, f"{py.group('exc')}: {py.group('msg')}")
     msg = header.group("msg") if header else line
     if header is None and not any(
         rx.search(line) for rx in (CRASH, TEST_FAILURE, NCCL_ERROR, TIMEOUT, PROGRESS)
