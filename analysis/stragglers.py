@@ -11,7 +11,12 @@ import json
 import duckdb
 import pandas as pd
 
-from analysis.policy import STRAGGLER_MIN_T
+from analysis.policy import (
+    STRAGGLER_MIN_COST_SHARE,
+    STRAGGLER_MIN_EXCESS_NS,
+    STRAGGLER_MIN_T,
+    STRAGGLER_MIN_UNITS,
+)
 from analysis.units import NS_PER_MS
 
 #: Report fields per rank: JSON key → straggler_ranks column (ns columns become ms).
@@ -88,13 +93,33 @@ def verdict(ranks: pd.DataFrame) -> str:
         return "straggler: " + "; ".join(_describe(r) for _, r in flagged.iterrows())
     top = ranks.loc[ranks["caused_ns"].idxmax()]
     return (
-        f"none: no rank causes more than its fair share (1/{len(ranks)}) of the waiting "
-        f"consistently; the most, rank {top['rank']}, causes "
+        f"none: {_not_flagged(top, len(ranks))}; the most, rank {top['rank']}, causes "
         f"{100 * _num(top.get('mean_share')):.0f}% on average over "
         f"{int(_num(top.get('n_units')))} units ({_share(top)} of all the "
         f"waiting; t = {_fmt(top.get('consistency_t'))}, flagged "
         f"from {STRAGGLER_MIN_T:g}), last in {top['n_last']}/{top['n_instances']}, "
         f"{100 * _num(top['cost_share']):.1f}% of all ranks' time"
+    )
+
+
+def _not_flagged(top: pd.Series, n: int) -> str:
+    """Why the rank causing the most waiting is not flagged: the first rule of
+    stragglers.sql's flag (same order) that it fails."""
+    units, t = int(_num(top.get("n_units"))), top.get("consistency_t")
+    if units < STRAGGLER_MIN_UNITS:
+        return f"too few units ({units}; at least {STRAGGLER_MIN_UNITS}) to call a rank consistent"
+    if t is None or pd.isna(t) or t < STRAGGLER_MIN_T:
+        return f"no rank causes more than its fair share (1/{n}) of the waiting consistently"
+    if _num(top.get("cost_share")) < STRAGGLER_MIN_COST_SHARE:
+        return (
+            "no rank's waiting matters: the one causing the most costs the others "
+            f"{100 * _num(top.get('cost_share')):.1f}% of their time (flagged from "
+            f"{100 * STRAGGLER_MIN_COST_SHARE:g}%)"
+        )
+    return (
+        f"no rank is late by more than the timestamps resolve (median excess "
+        f"{_num(top.get('excess_ns')) / 1000:.1f} µs, flagged from "
+        f"{STRAGGLER_MIN_EXCESS_NS / 1000:g} µs)"
     )
 
 

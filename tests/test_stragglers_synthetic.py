@@ -161,3 +161,28 @@ def test_relabelling_and_clock_shift_keep_the_straggler(mem, straggler, mode, pe
     assert flagged(mem, relabelled) == [perm[straggler]]
     shifted = replace(base, clock_offsets_us=(0.0, shift_us))
     assert flagged(mem, shifted) == [straggler]
+
+
+def _top(**over):
+    """Two ranks, rank 1 causing all the waiting, passing every flag rule unless `over`."""
+    row = dict(rank=1, caused_ns=9e6, flagged=False, mean_share=1.0, n_units=6, consistency_t=9.0,
+               cost_share=0.2, excess_ns=2e6, n_last=6, n_instances=6)  # fmt: skip
+    other = {**row, "rank": 0, "caused_ns": 0.0, "mean_share": 0.0, "consistency_t": None}
+    return pd.DataFrame([other, {**row, **over}])
+
+
+@pytest.mark.parametrize(
+    "over,reason",
+    [
+        (dict(n_units=2), "none: too few units (2; at least 3)"),
+        (dict(consistency_t=1.2), "none: no rank causes more than its fair share (1/2)"),
+        (dict(cost_share=0.011), "none: no rank's waiting matters: the one causing the most "
+                                 "costs the others 1.1% of their time (flagged from 5%)"),
+        (dict(excess_ns=4000.0), "none: no rank is late by more than the timestamps resolve "
+                                 "(median excess 4.0 µs, flagged from 10 µs)"),
+    ],
+)  # fmt: skip
+def test_the_verdict_names_the_rule_the_top_rank_fails(over, reason):
+    """HTA's trace_filter set: rank 1 causes 100% of the waiting with t = 1000, yet the verdict
+    said it did not cause more than its fair share; it fails the cost rule (1.1% of the time)."""
+    assert verdict(_top(**over)).startswith(reason)
