@@ -201,6 +201,12 @@ def _findings(s: dict[str, Any]) -> list[str]:
     for key in ("errors", "warnings"):
         if s[key]["count"]:
             out.append(f"NCCL {key}: {s[key]['count']}; first: {s[key]['first']['text']}")
+    if s["aborts"]["count"]:
+        out.append(
+            f"{s['aborts']['count']} error return(s) unwound a communicator's abort (NCCL's "
+            "`abort called`: teardown at exit, e.g. without destroy_process_group, or after a "
+            "failure elsewhere); not counted as errors"
+        )
     missing, world = s["ranks"]["without_log"], s["ranks"]["world_size"]
     if missing and s["ranks"]["with_log"]:
         out.append(f"no NCCL log for {len(missing)} of {world} ranks (first: rank {missing[0]})")
@@ -222,6 +228,7 @@ def empty_section() -> dict[str, Any]:
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
         "communicators": [], "collnet_fallback": {"processes": 0, "first": None},
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
+        "aborts": {"count": 0, "first": None},
         "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
                      "traced": None},
         "collectives": {"calls": 0, "by_op": [], "per_step": [], "aligned_ranks": []},

@@ -302,6 +302,8 @@ CREATE TABLE IF NOT EXISTS nccl_colls (
 -- kind       WARN: ib_completion, socket_closed, cuda_failure, alloc_failure,
 --            proxy_failure, qp_failure, ring_loop, collnet_unsupported, timeout, other;
 --            ERROR: unwind (one frame `file:line -> code` of an error return),
+--            abort_unwind (a frame of a chain a thread logs right after
+--            `socketProgressOpt: abort called`: the communicator's teardown, not a failure),
 --            torch_nccl_error (PyTorch `NCCL error in:`), test_failure (nccl-tests).
 -- src_file, src_line  NCCL source location (relative to src/), or the error's location.
 -- code       ncclResult_t of an unwind frame (2 system, 3 internal, 5 invalid usage, 6

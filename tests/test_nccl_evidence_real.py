@@ -105,3 +105,45 @@ def test_the_rank_that_died_is_the_watchdog_timeouts_culprit(tmp_path):
     assert t["likely_culprits"] == [7]
     assert t["crashes"][7].startswith("RuntimeError: Time out when prefetcher gets embed data")
     assert any("rank 7 died: RuntimeError" in f for f in s["findings"])
+
+
+def _abort_chains(path) -> tuple[int, int]:
+    """Read from the raw text by plain Python: error-return chains (`file.cc:N -> code` lines,
+    consecutive on one host:pid:tid) that start right after that thread's `socketProgressOpt:
+    abort called`, and the other chains."""
+    import gzip
+    import re
+
+    line = re.compile(r"(\S+:\d+:\d+) \[\d+\] NCCL INFO (.*)$")
+    frame = re.compile(r"^[\w/.]+\.(?:cc|h|cpp|c):\d+ -> \d+")
+    last: dict[str, str] = {}
+    aborted = other = 0
+    for text in gzip.open(path, "rt", errors="replace"):
+        m = line.search(text.rstrip("\n"))
+        if not m:
+            continue
+        thread, msg = m.groups()
+        if frame.match(msg) and not frame.match(last.get(thread, "")):
+            if last.get(thread, "").startswith("socketProgressOpt: abort called"):
+                aborted += 1
+            else:
+                other += 1
+        last[thread] = msg
+    return aborted, other
+
+
+def test_errors_that_unwind_an_abort_are_no_failures(tmp_path):
+    """020 (a successful MLPerf run, line 772: `"key": "status", "value": "success"`): every
+    error return in the file follows its thread's `socketProgressOpt: abort called` (lines
+    919-922: `abort called`, then `misc/socket.cc:64 -> 3` ...): the proxies' sockets torn down
+    at exit. 019 crashed: its first real error is line 4376, `7:   what():  NCCL error in:
+    .../NCCLUtils.cpp:77, invalid usage`, which the socket unwinding before it used to hide."""
+    logs = {k: LOGS[k] for k in ("019", "020")}
+    got = ingest_all(tmp_path / "s.duckdb", list(logs.values()))
+    s020, s019 = got[logs["020"].name], got[logs["019"].name]
+    aborted, other = _abort_chains(logs["020"].path)
+    assert other == 0 and aborted > 0
+    assert s020["errors"]["count"] == 0 and s020["aborts"]["count"] == aborted
+    assert not any(f.startswith("NCCL errors") for f in s020["findings"])
+    assert s019["errors"]["first"]["line"] == 4376
+    assert s019["aborts"]["count"] == _abort_chains(logs["019"].path)[0] > 0

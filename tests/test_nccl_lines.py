@@ -254,6 +254,26 @@ def test_env_unwind_and_warn_kinds():
     ]  # fmt: skip
 
 
+def test_error_returns_unwinding_an_abort():
+    """Only the chain a thread logs right after its own `abort called` unwinds the abort (the
+    shape of 020, lines 919-922); another thread's chain, or a later one, is an error."""
+    out = run(
+        "h:9:11 [1] NCCL INFO socketProgressOpt: abort called",
+        "h:9:12 [1] NCCL INFO proxy.cc:10 -> 3",
+        "h:9:11 [1] NCCL INFO misc/socket.cc:64 -> 3",
+        "h:9:11 [1] NCCL INFO misc/socket.cc:80 -> 3",
+        "h:9:11 [1] NCCL INFO Connected all rings",
+        "h:9:11 [1] NCCL INFO misc/socket.cc:64 -> 3",
+    )
+    w = out["nccl_warnings"]
+    assert [(x["kind"], x["chain"], x["tid"]) for x in w] == [
+        ("unwind", 1, 12),
+        ("abort_unwind", 2, 11),
+        ("abort_unwind", 2, 11),
+        ("unwind", 3, 11),
+    ]
+
+
 def test_unknown_benign_and_damaged_lines():
     out = run(
         P + "Setting affinity for GPU 0 to ffff,ffffffff",

@@ -6,6 +6,9 @@
 --   rid       run_id.
 --   returns   category      warning (NCCL WARN lines) | error (error returns: one per chain
 --                           of unwind frames, plus PyTorch / nccl-tests NCCL errors) |
+--                           abort (error returns that unwind a communicator's abort, kind
+--                           abort_unwind: teardown at exit or after a failure elsewhere,
+--                           one per chain; not errors of their own) |
 --                           timeout (PyTorch watchdog collective timeouts, once per rank and seq
 --                           however many lines quote it: the watchdog's own line and its
 --                           `watchdog thread terminated` line; a crash's `what():` quoting one
@@ -15,7 +18,7 @@
 --             first_rank    its global rank (NULL: unknown),
 --             first_kind    its kind (ib_completion, unwind, timeout ...),
 --             first_text    its message.
---   Always three rows; count 0 and NULLs when a category is absent.
+--   Always four rows; count 0 and NULLs when a category is absent.
 -- Algorithm: counts over nccl_warnings and nccl_timeouts; ranks via nccl_proc_ranks (or
 -- the watchdog line's own rank).
 CREATE OR REPLACE TEMP MACRO nccl_problem_counts(rid) AS TABLE
@@ -23,11 +26,15 @@ WITH r AS (
     SELECT file_id, proc, rank FROM nccl_proc_ranks(rid)
 ),
 w AS (
-    SELECT CASE WHEN w.level = 'WARN' THEN 'warning' ELSE 'error' END AS category,
-        CASE WHEN w.kind = 'unwind' THEN 'chain ' || w.chain ELSE 'line ' || w.line_no END
-            AS item,
+    SELECT CASE
+            WHEN w.level = 'WARN' THEN 'warning'
+            WHEN w.kind = 'abort_unwind' THEN 'abort'
+            ELSE 'error'
+        END AS category,
+        CASE WHEN w.kind IN ('unwind', 'abort_unwind') THEN 'chain ' || w.chain
+            ELSE 'line ' || w.line_no END AS item,
         w.file_id, w.line_no, r.rank, w.kind,
-        CASE WHEN w.src_file IS NOT NULL AND w.kind <> 'unwind'
+        CASE WHEN w.src_file IS NOT NULL AND w.kind NOT IN ('unwind', 'abort_unwind')
             THEN printf('%s:%s %s', w.src_file, coalesce(w.src_line::VARCHAR, '?'), w.message)
             ELSE w.message END AS text
     FROM nccl_warnings w
@@ -49,7 +56,7 @@ x AS (
     SELECT * FROM w UNION ALL SELECT * FROM t
 ),
 cats AS (
-    SELECT unnest(['warning', 'error', 'timeout']) AS category
+    SELECT unnest(['warning', 'error', 'timeout', 'abort']) AS category
 )
 SELECT c.category,
     count(DISTINCT CASE WHEN x.item LIKE 'rank %' THEN x.item ELSE x.file_id || ' ' || x.item END)

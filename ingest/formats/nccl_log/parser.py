@@ -54,6 +54,10 @@ MAX_TEXT = TEXT_CUT
 #: A line longer than this is not read (counted as kind `too_long`): NCCL's longest lines, the
 #: ring orders of a 4096-rank job, are about 20,000 characters.
 MAX_LINE_CHARS = 1 << 16
+#: NCCL's note that a proxy thread's sockets are being torn down (its communicator is aborted:
+#: at exit without destroy_process_group, or after a failure elsewhere); the error returns the
+#: thread logs next unwind that abort (kind abort_unwind).
+ABORT_CALLED = "socketProgressOpt: abort called"
 #: Cells of a tuning-table row read (2.29 prints 7 algorithms x 3 protocols = 21).
 MAX_TUNING_CELLS = 64
 #: A run of more digits than this is no NCCL value (uint64 ids have 20): the line is counted
@@ -97,6 +101,10 @@ class LogParser:
         self.pending: dict[Key, list[tuple[str, Any]]] = {}
         self.tuning: dict[Key, dict[str, list]] = {}
         self.after_unwind: dict[tuple[int, int], bool] = {}
+        #: threads whose last line was NCCL's `socketProgressOpt: abort called`, and the threads
+        #: whose current error-return chain unwinds that abort
+        self.aborting: set[tuple[int, int]] = set()
+        self.abort_chain: set[tuple[int, int]] = set()
         self.chains = 0
         self.versions: set[str] = set()
         self.bare: list[tuple[Outer, re.Match[str]]] = []
@@ -239,6 +247,10 @@ class LogParser:
                 self.after_unwind[(proc, tid)] = False
                 self._unknown(proc, "unknown", line)
                 return False
+        if family != "unwind":
+            self.aborting.discard((proc, tid))
+            if msg.startswith(ABORT_CALLED):
+                self.aborting.add((proc, tid))
         self.after_unwind[(proc, tid)] = family == "unwind"
         self.count["recognised"] += 1
         return False
@@ -661,10 +673,17 @@ class LogParser:
         self.spools["nccl_env"].add((proc, self.n, m.group("name"), m.group("value")))
 
     def _f_unwind(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
-        if not self.after_unwind.get((proc, tid)):
+        key = (proc, tid)
+        if not self.after_unwind.get(key):
             self.chains += 1
+            # a chain that starts right after the thread's `abort called` unwinds the abort
+            if key in self.aborting:
+                self.abort_chain.add(key)
+            else:
+                self.abort_chain.discard(key)
+        kind = "abort_unwind" if key in self.abort_chain else "unwind"
         self._problem(
-            proc, None, "ERROR", "unwind", m.group("file"), int(m.group("line")),
+            proc, None, "ERROR", kind, m.group("file"), int(m.group("line")),
             int(m.group("code")), m.group("thread"), self.chains, tid, m.group(0),
         )  # fmt: skip
 
