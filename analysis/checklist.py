@@ -20,6 +20,8 @@ from analysis.verdict import EXPOSED_SHARE_LIMIT, wait_fraction
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
 #: Measured bus bandwidth below this fraction of the link's peak deserves attention.
 BUSBW_FRACTION_LIMIT = 0.5
+#: The largest IB/RoCE path MTU (verbs IBV_MTU_4096).
+IB_MTU_BYTES = 4096
 NCCL_LOG_HINT = "Upload the run's NCCL_DEBUG=INFO logs (one per process) with the traces."
 HANG_ACTION = "Read the Hang page: the culprit rank's own logs and stack come next."
 
@@ -139,15 +141,44 @@ def stragglers(report: Mapping[str, Any]) -> Item:
 
 
 def mtu(report: Mapping[str, Any]) -> Item:
-    """MTU 9000 jumbo frames: the MTU is not in traces or NCCL logs."""
+    """MTU: the IB/RoCE queue pairs' path MTU when the NCCL logs print it (NET subsystem,
+    2.2x+); an Ethernet interface's MTU is in neither traces nor NCCL logs."""
+    title, page = "MTU 9000 jumbo frames on the fabric", "nccl"
+    action = (
+        "Check `ip link show` (mtu 9000) on every host and switch port; for InfiniBand/RoCE "
+        "`ibv_devinfo` active_mtu 4096."
+    )
+    mtus = (_nccl(report) or {}).get("ib_mtu") or []
+    if not mtus:
+        return _item(
+            "mtu",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "Neither traces nor NCCL logs record the interface MTU (NCCL 2.2x prints its IB/"
+            "RoCE queue pairs' MTU with NCCL_DEBUG_SUBSYS=NET).",
+            action,
+        )
+    low = mtus[0]
+    where = _where({k: low.get(k) for k in ("file", "line", "text")})
+    if low["mtu_bytes"] < IB_MTU_BYTES:
+        return _item(
+            "mtu",
+            title,
+            page,
+            ATTENTION,
+            f"IB/RoCE queue pairs run at a path MTU of {low['mtu_bytes']} bytes on "
+            f"{low['n_processes']} process(es){where}: every message is cut into "
+            f"{IB_MTU_BYTES // low['mtu_bytes']}x as many packets as at {IB_MTU_BYTES}.",
+            "Raise the RoCE interfaces' MTU (`ip link set dev ... mtu 9000` on hosts and "
+            f"switches) so that `ibv_devinfo` shows active_mtu {IB_MTU_BYTES}.",
+        )
     return _item(
         "mtu",
-        "MTU 9000 jumbo frames on the fabric",
-        "nccl",
-        NOT_OBSERVABLE,
-        "Neither traces nor NCCL logs record the interface MTU.",
-        "Check `ip link show` (mtu 9000) on every host and switch port; for InfiniBand/RoCE "
-        "`ibv_devinfo` active_mtu 4096.",
+        title,
+        page,
+        OK,
+        f"IB/RoCE queue pairs run at the full path MTU of {IB_MTU_BYTES} bytes{where}.",
     )
 
 

@@ -223,7 +223,8 @@ def empty_section() -> dict[str, Any]:
         "shape_version": None,
         "ranks": {"world_size": None, "with_log": [], "without_log": [], "processes": 0,
                   "unmapped_processes": 0, "mapped_by": {}},
-        "networks": [], "nics": [], "transports": [], "gdr": None, "gdr_evidence": None,
+        "networks": [], "nics": [], "ib_mtu": [], "transports": [], "gdr": None,
+        "gdr_evidence": None,
         "inter_node": {"value": None, "basis": None, "network": None, "network_basis": None},
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
         "communicators": [], "collnet_fallback": {"processes": 0, "first": None},
@@ -256,6 +257,15 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s["ranks"] = _ranks(con, rid)
     s["networks"] = _rows(con, "nccl_networks", rid)
     s["nics"] = _rows(con, "nccl_nics", rid)
+    s["ib_mtu"] = [
+        {
+            "mtu_bytes": r["mtu_bytes"],
+            "n_processes": r["n_processes"],
+            **(_where(con, r["file_id"], r["line_no"]) or {}),
+            "text": r["evidence"],
+        }
+        for r in _rows(con, "nccl_ib_mtu", rid)
+    ]
     s["transports"] = _rows(con, "nccl_transports", rid)
     r = _rows(con, "nccl_inter_node", rid)[0]
     s["inter_node"] = {"value": r["inter_node"], **{k: r[k] for k in INTER_NODE_KEYS}}

@@ -196,8 +196,11 @@ CREATE TABLE IF NOT EXISTS nccl_connections (
 --            no_ib (`NET/IB : No device found`) | socket (a socket interface NCCL uses) |
 --            socket_threads | network (`Using network X`: the inter-node transport chosen)
 --            | plugin (a net/tuner/profiler plugin line) | ofi (an aws-ofi-nccl line) |
---            gdr (`GPU Direct RDMA Enabled|Disabled for ...`).
--- idx        device index ([0] of the list); NIC count for ofi; threads for socket_threads.
+--            gdr (`GPU Direct RDMA Enabled|Disabled for ...`) | ib_mtu (a queue pair's
+--            `NCCL Dev N IbDev N Port N qpn N mtu N`).
+-- idx        device index ([0] of the list); NIC count for ofi; threads for socket_threads;
+--            the verbs MTU enum (1-5 = 256-4096 bytes) for ib_mtu rows (a queue pair's path
+--            MTU, once per process and value; device 'IbDev N', port the IB port).
 -- device     device or interface (mlx5_0, eth0); the network for `network`; the plugin
 --            name or kind for plugin; the provider for ofi.
 -- port       IB port, or the <port> of an interface.

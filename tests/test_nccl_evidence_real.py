@@ -13,7 +13,7 @@ LOGS = {log.name[:3]: log for log in real_logs()}
 
 @pytest.fixture(scope="module")
 def sections(tmp_path_factory):
-    logs = [LOGS[k] for k in ("001", "016", "021", "025")]
+    logs = [LOGS[k] for k in ("001", "016", "020", "021", "025")]
     got = ingest_all(tmp_path_factory.mktemp("nccl") / "s.duckdb", logs)
     return {name[:3]: s for name, s in got.items()}
 
@@ -147,3 +147,17 @@ def test_errors_that_unwind_an_abort_are_no_failures(tmp_path):
     assert not any(f.startswith("NCCL errors") for f in s020["findings"])
     assert s019["errors"]["first"]["line"] == 4376
     assert s019["aborts"]["count"] == _abort_chains(logs["019"].path)[0] > 0
+
+
+def test_the_queue_pairs_mtu_is_read_from_the_log(sections):
+    """021 (RoCE, 2 hosts): line 87 `NET/IB: NCCL Dev 1 IbDev 0 Port 1 qpn 199 mtu 3`: verbs
+    MTU 3 is 1024 bytes, a quarter of what RoCE can carry. 020 (IB): line 4 `... qpn 9484 mtu 5`
+    (4096). The checklist used to say no log records the MTU."""
+    low = checklist.mtu({"nccl": sections["021"]})
+    assert low["status"] == checklist.ATTENTION and "1024 bytes" in low["evidence"]
+    assert sections["021"]["ib_mtu"][0]["line"] == 87
+    full = checklist.mtu({"nccl": sections["020"]})
+    assert full["status"] == checklist.OK and [
+        m["mtu_bytes"] for m in sections["020"]["ib_mtu"]
+    ] == [4096]
+    assert checklist.mtu({"nccl": sections["025"]})["status"] == checklist.NOT_OBSERVABLE

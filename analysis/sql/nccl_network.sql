@@ -208,3 +208,21 @@ SELECT CASE WHEN x.basis IS NULL THEN NULL ELSE x.basis <> 'one_host' END AS int
     CASE WHEN x.basis <> 'one_host' THEN b.network END AS network,
     CASE WHEN x.basis <> 'one_host' THEN b.network_basis END AS network_basis
 FROM decision x LEFT JOIN best b ON true;
+
+-- nccl_ib_mtu(rid): the path MTUs of the IB/RoCE queue pairs NCCL set up in run `rid`.
+--   rid       run_id.
+--   returns   mtu_bytes     the MTU (verbs enum 1-5 → 256-4096 bytes),
+--             n_processes   processes with a queue pair at that MTU,
+--             file_id, line_no, evidence   the first such line.
+--   One row per MTU, smallest first; none when no QP line was logged (NCCL 2.2x+ with
+--   NCCL_DEBUG_SUBSYS including NET prints them).
+-- Algorithm: the ib_mtu rows of nccl_network grouped by MTU.
+CREATE OR REPLACE TEMP MACRO nccl_ib_mtu(rid) AS TABLE
+SELECT (128 << idx)::INTEGER AS mtu_bytes, count(DISTINCT (file_id, proc)) AS n_processes,
+    arg_min(file_id, (file_id, line_no)) AS file_id,
+    arg_min(line_no, (file_id, line_no)) AS line_no,
+    arg_min(detail, (file_id, line_no)) AS evidence
+FROM nccl_network
+WHERE run_id = rid AND kind = 'ib_mtu'
+GROUP BY idx
+ORDER BY mtu_bytes;

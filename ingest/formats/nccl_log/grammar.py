@@ -92,6 +92,12 @@ VIA_NET = C(
     r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?(?:\(PCI\))?"
     r"(?P<shared>/Shared)?"
 )
+#: An IB/RoCE queue pair's path MTU as NCCL sets it up (2.2x+: `NET/IB: NCCL Dev 1 IbDev 0 Port 1
+#: qpn 199 mtu 3 query_ece=...`): the verbs enum, 1-5 = 256-4096 bytes.
+IB_MTU = C(
+    r"^NET/IB ?: ?NCCL Dev (?P<ndev>\d+) IbDev (?P<ibdev>\d+) Port (?P<port>\d+) qpn \d+ "
+    r"mtu (?P<mtu>[1-5])\b"
+)
 VIA_P2P = C(r"^P2P/(?P<kind>direct pointer|IPC|CUMEM|indirect|MNNVL|common device)")
 VIA_SHM = C(r"^(?:SHM/|direct shared memory)")
 COLLNET = C(
@@ -214,6 +220,7 @@ _BY_WORD: dict[str, tuple[str, ...]] = {
     "Bootstrap": ("bootstrap",),
     "Bootstrap:": ("bootstrap",),
     "NET/IB": ("ib_using", "no_ib", "gdr"),
+    "NET/IB:": ("ib_mtu", "gdr", "ib_using", "no_ib"),
     "NET/Socket": ("socket_using", "socket_threads", "gdr"),
     "NET/Socket:": ("socket_using", "socket_threads"),
     "NET/Plugin": ("net_plugin_named", "net_plugin"),

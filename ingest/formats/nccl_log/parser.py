@@ -104,6 +104,7 @@ class LogParser:
         #: threads whose last line was NCCL's `socketProgressOpt: abort called`, and the threads
         #: whose current error-return chain unwinds that abort
         self.aborting: set[tuple[int, int]] = set()
+        self.mtus: set[tuple[int, int]] = set()  # (proc, IB MTU enum) stored
         self.abort_chain: set[tuple[int, int]] = set()
         self.chains = 0
         self.versions: set[str] = set()
@@ -471,6 +472,15 @@ class LogParser:
             proc, "ofi", idx=int(nics.group("n")) if nics else None,
             device=provider.group("p") if provider else None, detail=m.group(0),
         )  # fmt: skip
+
+    def _f_ib_mtu(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
+        mtu = int(m.group("mtu"))
+        if (proc, mtu) not in self.mtus:  # one row per process and MTU, not one per QP
+            self.mtus.add((proc, mtu))
+            self._net(
+                proc, "ib_mtu", idx=mtu, device=f"IbDev {m.group('ibdev')}",
+                port=int(m.group("port")), detail=m.group(0),
+            )  # fmt: skip
 
     def _f_gdr(self, m: re.Match[str], proc: int, dev: int | None, tid: int) -> None:
         self._net(proc, "gdr", enabled=m.group("s").lower() == "enabled", detail=m.group(0))
