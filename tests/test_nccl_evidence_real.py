@@ -161,3 +161,11 @@ def test_the_queue_pairs_mtu_is_read_from_the_log(sections):
         m["mtu_bytes"] for m in sections["020"]["ib_mtu"]
     ] == [4096]
     assert checklist.mtu({"nccl": sections["025"]})["status"] == checklist.NOT_OBSERVABLE
+
+
+def test_a_ring_line_nccl_cut_at_20_ranks_is_marked_truncated(sections):
+    """001 (NCCL 2.6.4, 64 ranks): line 1037 `Channel 00/08 :    0   3   2   1 ... 16  19  18  17`
+    holds 20 ranks: NCCL up to 2.22 prints at most 20 (MAXWIDTH in its rings.cc) and no `...`."""
+    (c,) = sections["001"]["communicators"]
+    assert c["nranks"] == 64 and len(c["ring"]) == 20 and c["ring_truncated"]
+    assert not any(x["ring_truncated"] for x in sections["025"]["communicators"])  # 2 ranks

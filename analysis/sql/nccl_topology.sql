@@ -79,7 +79,9 @@ ORDER BY file_id, line_no;
 --             ring_channels  channels with a ring order line (printed by rank 0),
 --             ring           ring order of the lowest channel,
 --             rings_distinct distinct ring orders over the channels,
---             ring_truncated a ring line was cut (> 20 ranks up to 2.22, > 128 chars after),
+--             ring_truncated a ring line was cut: NCCL up to 2.22 prints at most 20 ranks and
+--                            says nothing (20 ranks of a larger communicator), later ones cut
+--                            at 128 characters with `...`,
 --             tree_channels  channels with tree lines,
 --             tree_roots     distinct roots over the channels,
 --             tree_depth     deepest channel tree (edges),
@@ -148,8 +150,8 @@ agg AS (
 )
 SELECT a.comm_key, a.comm_id, a.nranks, a.n_nodes, a.local_ranks, a.n_processes,
     a.ranks_logged, coalesce(r.ring_channels, 0) AS ring_channels, r.ring,
-    coalesce(r.rings_distinct, 0) AS rings_distinct, coalesce(r.ring_truncated, false)
-        AS ring_truncated,
+    coalesce(r.rings_distinct, 0) AS rings_distinct,
+    coalesce(r.ring_truncated, false) OR (len(r.ring) = 20 AND a.nranks > 20) AS ring_truncated,
     coalesce(t.tree_channels, 0) AS tree_channels, coalesce(d.tree_roots, []) AS tree_roots,
     d.tree_depth, t.max_children, a.nvls,
     (a.collnet OR a.comm_key IN (SELECT comm_key FROM collnet_conns))
