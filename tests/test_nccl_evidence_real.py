@@ -169,3 +169,18 @@ def test_a_ring_line_nccl_cut_at_20_ranks_is_marked_truncated(sections):
     (c,) = sections["001"]["communicators"]
     assert c["nranks"] == 64 and len(c["ring"]) == 20 and c["ring_truncated"]
     assert not any(x["ring_truncated"] for x in sections["025"]["communicators"])  # 2 ranks
+
+
+def test_a_process_first_seen_glued_to_a_table_row_is_one_process(tmp_path):
+    """013 (nccl-tests, 4 hosts oneflow-25..28): line 41 `... 16     float     sumoneflow-27:
+    433602:433862 [5] NCCL INFO AllReduce ...` glues the table's `sum` to the host, and line 42
+    `oneflow-27:433602:433860 [7] NCCL INFO ...` is the same process. Counted by plain Python
+    over the lines that start with `host:pid:tid [dev] NCCL`: 32 processes; the report said 38."""
+    import gzip
+    import re
+
+    log = LOGS["013"]
+    start = re.compile(r"^([\w.-]+):(\d+):\d+ \[\d+\] NCCL")
+    clean = {m.groups() for t in gzip.open(log.path, "rt") if (m := start.match(t))}
+    (s,) = ingest_all(tmp_path / "s.duckdb", [log]).values()
+    assert len(clean) == 32 and s["ranks"]["processes"] == len(clean)

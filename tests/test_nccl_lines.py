@@ -274,6 +274,18 @@ def test_error_returns_unwinding_an_abort():
     ]
 
 
+def test_a_process_glued_to_other_output_before_its_own_lines():
+    out = run(
+        "   64    16     float     sumnode-7:4336:4338 [5] NCCL INFO Connected all rings",
+        "node-7:4336:4339 [7] NCCL INFO Connected all rings",
+        "node-7:4337:4340 [0] NCCL INFO Connected all rings",
+    )
+    assert [(p["host"], p["pid"], p["n_lines"]) for p in out["nccl_processes"]] == [
+        ("node-7", 4336, 2),
+        ("node-7", 4337, 1),
+    ]
+
+
 def test_unknown_benign_and_damaged_lines():
     out = run(
         P + "Setting affinity for GPU 0 to ffff,ffffffff",

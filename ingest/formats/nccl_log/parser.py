@@ -322,6 +322,8 @@ class LogParser:
         if p is None:
             p = self._glued(key)
         if p is None:
+            p = self._unglued(key)
+        if p is None:
             p = self.procs[key] = len(self.proc_rows)
             self.hosts_of_pid.setdefault(key[1], []).append((key[0], p))
             row = dict.fromkeys(_PROC_COLS)
@@ -347,6 +349,22 @@ class LogParser:
         for known, p in self.hosts_of_pid.get(pid, ()):
             if known is not None and host.endswith(known) and host != known:
                 self.procs[key] = p
+                return p
+        return None
+
+    def _unglued(self, key: tuple[str | None, int | None]) -> int | None:
+        """The known process whose first line was glued to other output (`sumoneflow-27`: an
+        nccl-tests table row's `sum` before `oneflow-27:433602`), now seen with its own host
+        name: same pid, and the known host ends with this one. It takes this host's name."""
+        host, pid = key
+        if host is None:
+            return None
+        known = self.hosts_of_pid.get(pid, [])
+        for i, (glued, p) in enumerate(known):
+            if glued is not None and glued.endswith(host) and glued != host:
+                self.procs[key] = p
+                self.proc_rows[p]["host"] = host
+                known[i] = (host, p)
                 return p
         return None
 
