@@ -38,6 +38,9 @@ COMPUTE = ("compute", "compute-bound: communication is hidden or small")
 #: Idle time that is the device's own stall (the host had issued the work already), not the
 #: host's delay (sql/idle.sql; threshold policy.IDLE_QUEUED_SHARE).
 DEVICE_STALL = ("device", "device-stalled: the GPU sits idle with work already issued")
+#: Memory-only time that is mostly host <-> device copies (sql/memory.sql; threshold
+#: policy.HOST_COPY_SHARE): the same class, named for what it is.
+HOST_COPIES = "memory-bound: host-device copies alone (input, offload or checkpoint over PCIe)"
 #: The label of a job that stopped (analysis/stopped.py).
 HUNG_LABEL = "hung: a collective never completed"
 
@@ -155,6 +158,12 @@ def _wall_words(wall: bool, marginal: bool, waiting: bool | None) -> str:
     return "Communication wall, " + (
         "mostly waiting for late ranks" if waiting else "mostly data transfer"
     )
+
+
+def _host_copies(s: Mapping[str, Any]) -> bool:
+    """Whether most of the memory copy time is host <-> device transfers."""
+    share = s.get("memory_host_device_share")
+    return share is not None and share >= policy.HOST_COPY_SHARE
 
 
 def _stalled(s: Mapping[str, Any]) -> bool:
@@ -315,6 +324,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     stalled = "idle_ms" in big and _stalled(s)
     if stalled and big[0] == "idle_ms":
         cause, label = DEVICE_STALL
+    host_copies = "memory_only_ms" in big and _host_copies(s)
+    if host_copies and big[0] == "memory_only_ms":
+        label = HOST_COPIES
     matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
     if cause == "bandwidth" and not matched:
         label = "communication-bound: exposed communication, transfer and waiting not told apart"
@@ -359,6 +371,16 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     if stalled:
         sentences.append(("what", _stall_sentence(s)))
+    if host_copies:
+        sentences.append(
+            (
+                "what",
+                f"{_pct(s['memory_host_device_share'])} of the memory copy time is host-device "
+                "transfers (HtoD/DtoH over PCIe: input batches, CPU offload, checkpoints), not "
+                "copies on the GPU: overlap them with compute (prefetch from pinned memory on "
+                "a side stream), move less data per step, or keep it on the GPU.",
+            )
+        )
     if comm > 0 and not matched:
         sentences.append(
             (

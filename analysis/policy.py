@@ -21,6 +21,11 @@ CAUSE_MIN_SHARE = 0.10
 #: 0.06-0.20 on the host-bound ones.
 IDLE_QUEUED_SHARE = 0.5
 
+#: Memory-bound steps whose memory copy time is at least this share host <-> device
+#: (analysis/sql/memory.sql) are named for those copies: PCIe input or offload traffic, not
+#: on-device copies.
+HOST_COPY_SHARE = 0.5
+
 #: A rank is a straggler when its share of the waiting beats the fair share 1/n with a
 #: one-sided t statistic of at least this, over the units (steps, or instances) of the scope.
 #: On real 2–4 rank gloo runs made here, injected stragglers scored 6.2–604 and the 10 runs

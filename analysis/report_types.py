@@ -58,6 +58,7 @@ class Summary(Parts, total=False):
     exposed_comm_share: float | None
     idle_queued_share: float | None  # idle gaps whose work was issued already (sql/idle.sql)
     launch_lead_ms: float | None  # median, over ranks, of how far ahead the host issues work
+    memory_host_device_share: float | None  # memory copy time that is HtoD/DtoH (memory.sql)
 
 
 class RankRow(TypedDict, total=False):

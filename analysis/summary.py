@@ -83,6 +83,9 @@ def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     for key, col in PARTS.items():
         out[key] = _ms(r[col])
     out.update(_idle_kind(con, rid))
+    out["memory_host_device_share"] = _num(
+        db.scalar(con, "SELECT host_device_share FROM memory_copies(?)", [rid])
+    )
     return out
 
 
