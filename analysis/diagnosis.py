@@ -160,6 +160,33 @@ def _wall_words(wall: bool, marginal: bool, waiting: bool | None) -> str:
     )
 
 
+def _outlier_step_sentence(report: Mapping[str, Any]) -> str | None:
+    """When one step window pulls the mean step (the figures above) well above the median, name
+    it: the median is the typical step. The last profiled step often does: its window lasts
+    until the GPU has finished the work queued for it, however far the GPU lags the host."""
+    s = report.get("summary") or {}
+    mean, med = s.get("step_ms"), s.get("step_ms_median")
+    rows = (report.get("decomposition") or {}).get("steps") or []
+    per: dict[int, list[float]] = {}
+    for r in rows:
+        per.setdefault(r["step"], []).append(r["step_ms"])
+    if len(per) < 3 or not mean or not med or mean <= (1 + policy.MEAN_ABOVE_MEDIAN) * med:
+        return None
+    steps = {k: sum(v) / len(v) for k, v in per.items()}
+    worst = max(steps, key=lambda k: steps[k])
+    last = (
+        " (the last profiled step, whose window lasts until the GPU has finished the work "
+        "queued for it)"
+        if worst == max(steps)
+        else ""
+    )
+    return (
+        f"The mean step ({_f(mean)}) is {_pct(mean / med - 1)} above the median ({_f(med)}): "
+        f"step {worst} takes {_f(steps[worst])}{last}; the median is the typical step, and the "
+        "parts above are means that include it."
+    )
+
+
 def _host_copies(s: Mapping[str, Any]) -> bool:
     """Whether most of the memory copy time is host <-> device transfers."""
     share = s.get("memory_host_device_share")
@@ -369,6 +396,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 f"{100 * policy.CAUSE_MIN_SHARE:.0f}% of it.",
             )
         )
+    sentences.append(("what", _outlier_step_sentence(report)))
     if stalled:
         sentences.append(("what", _stall_sentence(s)))
     if host_copies:

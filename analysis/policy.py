@@ -26,6 +26,10 @@ IDLE_QUEUED_SHARE = 0.5
 #: on-device copies.
 HOST_COPY_SHARE = 0.5
 
+#: The diagnosis names the step window that pulls the mean step more than this far above the
+#: median (the parts it reports are means over the windows).
+MEAN_ABOVE_MEDIAN = 0.10
+
 #: A rank is a straggler when its share of the waiting beats the fair share 1/n with a
 #: one-sided t statistic of at least this, over the units (steps, or instances) of the scope.
 #: On real 2–4 rank gloo runs made here, injected stragglers scored 6.2–604 and the 10 runs
