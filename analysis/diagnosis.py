@@ -187,6 +187,13 @@ def _outlier_step_sentence(report: Mapping[str, Any]) -> str | None:
     )
 
 
+def _traced_part(report: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(ranks traced, world size) when the traces hold only some of the job's ranks."""
+    info = report.get("run_info") or {}
+    world, traced = info.get("world_size"), info.get("n_ranks")
+    return (traced, world) if world and traced and traced < world else None
+
+
 def _host_copies(s: Mapping[str, Any]) -> bool:
     """Whether most of the memory copy time is host <-> device transfers."""
     share = s.get("memory_host_device_share")
@@ -355,8 +362,14 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     if host_copies and big[0] == "memory_only_ms":
         label = HOST_COPIES
     matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
+    partial = _traced_part(report) if matched else None
     if cause == "bandwidth" and not matched:
         label = "communication-bound: exposed communication, transfer and waiting not told apart"
+    if cause == "bandwidth" and partial:
+        label = (
+            "communication-bound: exposed communication, transfer and waiting for the ranks "
+            "not traced not told apart"
+        )
     if marginal:
         label = (
             "at the wall's edge: transfer and waiting together pass the line, neither alone "
@@ -368,7 +381,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
 
     comm = (s.get("exposed_transfer_ms") or 0) + (s.get("exposed_wait_ms") or 0)
     waiting = (
-        (s.get("exposed_wait_ms") or 0) > (s.get("exposed_transfer_ms") or 0) if matched else None
+        (s.get("exposed_wait_ms") or 0) > (s.get("exposed_transfer_ms") or 0)
+        if matched and not partial
+        else None
     )
     head = (
         f"{_wall_words(wall, marginal, waiting)}: exposed communication is "
@@ -421,6 +436,17 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     elif cause == "bandwidth" or "exposed_transfer_ms" in big:
         sentences.append(("bandwidth", _bandwidth_sentence(report)))
+    if partial and comm > 0:
+        traced, world = partial
+        sentences.append(
+            (
+                "bandwidth",
+                f"The traces hold {traced} of the job's {world} ranks: a collective ends only "
+                f"when every rank has arrived, so the exposed transfer includes waiting for the "
+                f"{world - traced} ranks not in these files, and the bandwidth is a lower bound. "
+                "Upload every rank's trace to separate them.",
+            )
+        )
     if culprits and shares["exposed_wait_ms"] > 0.01:
         who = "; ".join(_culprit_sentence(c, n_steps) for c in culprits)
         sentences.append(("who", f"Of the waiting, {who}."))

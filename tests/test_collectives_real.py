@@ -129,3 +129,19 @@ def test_no_bandwidth_from_calls_that_pair_different_messages(tmp_path):
     assert ops["alltoall"]["size_mismatch"] == ops["alltoall"]["count"] == 4
     assert ops["alltoall"]["busbw_GBps_median"] is None and ops["alltoall"]["n_bandwidth"] == 0
     assert "alltoall" not in rep["diagnosis"]["paragraph"]
+
+
+def test_a_job_traced_on_few_of_its_ranks_says_transfer_includes_their_waiting(tmp_path):
+    """The same set: `distributedInfo` says world_size 128 (both files), 2 ranks traced. Every
+    collective waits for the 126 others, and that waiting shows as transfer; the headline said
+    "mostly data transfer"."""
+    from analysis.report import build_report
+
+    d = DATA / "kineto/hta_trace_filter_2rank"
+    con = analysis_store(tmp_path / "store.duckdb", (d,))
+    rep = build_report(con, d.name, keep_going=False)
+    con.close()
+    assert (rep["run_info"]["n_ranks"], rep["run_info"]["world_size"]) == (2, 128)
+    para = rep["diagnosis"]["paragraph"]
+    assert para.startswith("Communication wall (transfer and waiting not told apart)")
+    assert "The traces hold 2 of the job's 128 ranks" in para and "mostly data transfer" not in para
