@@ -44,6 +44,10 @@ HOST_COPIES = "memory-bound: host-device copies alone (input, offload or checkpo
 #: The label of a job that stopped (analysis/stopped.py).
 HUNG_LABEL = "hung: a collective never completed"
 
+#: A rank not named among the culprits is "close behind" when its share of the waiting is
+#: within this fraction of the last named one's.
+CLOSE_BEHIND = 0.2
+
 #: What-ifs that are bounds rather than fixes: nobody can make every rank arrive first, and
 #: hiding all communication is the ceiling of every communication fix.
 BOUNDS = {"comm_hidden", "no_wait"}
@@ -115,6 +119,29 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
             }
         )
     return out
+
+
+def _close_behind(report: Mapping[str, Any], culprits: list[dict]) -> str:
+    """The ranks not named that cause nearly as much of the waiting as the last one named
+    (within CLOSE_BEHIND of its share): then the waiting is spread, and looking at the named
+    ranks alone would mislead."""
+    named = {c["rank"] for c in culprits}
+    floor = culprits[-1]["share_of_wait"] * (1 - CLOSE_BEHIND)
+    ranks = (report.get("stragglers") or {}).get("ranks") or []
+    near = sorted(
+        (r for r in ranks if r["rank"] not in named and (r.get("share_of_wait") or 0) >= floor),
+        key=lambda r: -(r.get("share_of_wait") or 0),
+    )
+    if not near:
+        return ""
+    who = ", ".join(f"rank {r['rank']} {_pct(r['share_of_wait'])}" for r in near)
+    first, last = culprits[0]["rank"], culprits[-1]["rank"]
+    if len(culprits) == 1:
+        return f" Close behind: {who}: the waiting is not rank {first}'s alone."
+    return (
+        f" Close behind rank {last}: {who}: beyond rank {first}, the waiting is spread over "
+        "several ranks."
+    )
 
 
 def _culprit_sentence(c: dict, n_steps: int | None) -> str:
@@ -449,7 +476,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     if culprits and shares["exposed_wait_ms"] > 0.01:
         who = "; ".join(_culprit_sentence(c, n_steps) for c in culprits)
-        sentences.append(("who", f"Of the waiting, {who}."))
+        sentences.append(("who", f"Of the waiting, {who}.{_close_behind(report, culprits)}"))
     sentences.append(("whatif", _whatif_sentence(report)))
     fix = _fix(report)
     if fix:

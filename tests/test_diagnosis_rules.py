@@ -140,3 +140,26 @@ def test_without_matched_collectives_the_wall_is_not_called_transfer():
     assert d["headline"].startswith("Communication wall (transfer and waiting not told apart):")
     assert "mostly" not in d["headline"] and "of data transfer" not in d["headline"]
     assert "bandwidth-bound" not in d["paragraph"] and "transfer and waiting not told" in d["label"]
+
+
+def _shares_report(shares: dict[int, float]) -> dict:
+    return {"stragglers": {"ranks": [{"rank": r, "share_of_wait": v} for r, v in shares.items()]}}
+
+
+@pytest.mark.parametrize(
+    ("shares", "named", "expected"),
+    [
+        # the DLRM set's shares: rank 7 36 %, then 15 %, 15 %, 14 %, 12 %: within 20 % of the
+        # second named (0.150 x 0.8 = 0.120), ranks 6, 5 and 4 are close behind it
+        ({7: 0.36, 2: 0.150, 6: 0.148, 5: 0.140, 4: 0.124, 0: 0.05}, [7, 2],
+         " Close behind rank 2: rank 6 15%, rank 5 14%, rank 4 12%: beyond rank 7, the waiting "
+         "is spread over several ranks."),
+        ({1: 0.60, 0: 0.30, 2: 0.10}, [1, 0], ""),  # 0.10 < 0.30 x 0.8
+        ({3: 0.50, 1: 0.45, 0: 0.05}, [3], " Close behind: rank 1 45%: the waiting is not rank 3's alone."),
+    ],
+)  # fmt: skip
+def test_ranks_close_behind_the_named_ones(shares, named, expected):
+    from analysis.diagnosis import _close_behind
+
+    culprits = [{"rank": r, "share_of_wait": shares[r]} for r in named]
+    assert _close_behind(_shares_report(shares), culprits) == expected
