@@ -241,8 +241,8 @@ def _stall_sentence(s: Mapping[str, Any]) -> str:
         f"median {_f(s.get('launch_lead_ms'))} ahead of the GPU), so faster input or launches "
         "would not shorten it. The GPU waits on something the trace does not show: a CUDA "
         "graph's internal order, an event or stream waiting on other work, another process on "
-        "the GPU, or work the profiler did not record; look at what runs around the longest "
-        "gaps (graph launches, stream waits)."
+        "the GPU, the driver loading kernels at their first launch, or work the profiler did "
+        "not record; look at what runs around the longest gaps (graph launches, stream waits)."
     )
 
 

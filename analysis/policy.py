@@ -21,6 +21,10 @@ CAUSE_MIN_SHARE = 0.10
 #: 0.06-0.20 on the host-bound ones.
 IDLE_QUEUED_SHARE = 0.5
 
+#: … judged only over at least this many device activities with a launch time (a capture of a
+#: few kernels, each paying its first-launch cost, says nothing about the run).
+IDLE_MIN_LAUNCHED = 10
+
 #: Memory-bound steps whose memory copy time is at least this share host <-> device
 #: (analysis/sql/memory.sql) are named for those copies: PCIe input or offload traffic, not
 #: on-device copies.

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from analysis import db
+from analysis import db, policy
 from analysis.units import NS_PER_MS
 
 #: The six parts of a step, in the order they are stacked (JSON key → SQL column).
@@ -92,14 +92,15 @@ def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
 def _idle_kind(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     """What the idle time waits for (sql/idle.sql): `idle_queued_share`, the share of the gaps
     between timeline activities during which the work ending the gap had been issued already
-    (None without GPU launch times), and `launch_lead_ms`, the median over ranks of how far
+    (None without GPU launch times, or with fewer than policy.IDLE_MIN_LAUNCHED), and
+    `launch_lead_ms`, the median over ranks of how far
     ahead of the device the host issues its work."""
     gaps, queued, launched, lead = db.row(
         con,
         "SELECT sum(gaps_ns), sum(queued_ns), sum(launched), median(lead_ns) FROM idle_gaps(?)",
         [rid],
     )
-    known = bool(launched) and bool(gaps)
+    known = (launched or 0) >= policy.IDLE_MIN_LAUNCHED and bool(gaps)
     return {
         "idle_queued_share": _num(queued / gaps) if known else None,
         "launch_lead_ms": _ms(lead) if known else None,

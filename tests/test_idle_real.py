@@ -53,3 +53,18 @@ def test_a_gpu_starved_by_its_host_stays_host_bound(reports):
     assert s["idle_queued_share"] < policy.IDLE_QUEUED_SHARE
     assert d["cause"] == "host" and "host-, input- or launch-bound" in d["paragraph"]
     assert "The host is not what the GPU waits for" not in d["paragraph"]
+
+
+def test_a_capture_of_a_few_kernels_is_no_evidence(tmp_path):
+    """nsys-ai's mock export: three kernels on one GPU, each launched 0.6-18 ms before it runs
+    (first-launch costs); too few launches to call the GPU stalled (IDLE_MIN_LAUNCHED)."""
+    from conftest import gunzip_to
+
+    run = tmp_path / "mock"
+    run.mkdir()
+    gunzip_to(DATA / "nsys/nsys_ai_2gpu/mock.sqlite.gz", run)
+    con = analysis_store(tmp_path / "store.duckdb", (run,))
+    rep = build_report(con, "mock", keep_going=False)
+    con.close()
+    assert rep["summary"]["idle_queued_share"] is None
+    assert rep["diagnosis"]["cause"] != "device"
