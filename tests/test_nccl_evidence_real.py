@@ -184,3 +184,17 @@ def test_a_process_first_seen_glued_to_a_table_row_is_one_process(tmp_path):
     clean = {m.groups() for t in gzip.open(log.path, "rt") if (m := start.match(t))}
     (s,) = ingest_all(tmp_path / "s.duckdb", [log]).values()
     assert len(clean) == 32 and s["ranks"]["processes"] == len(clean)
+
+
+def test_the_aws_ofi_plugin_names_the_network(tmp_path):
+    """023 (p5 nodes, 4 hosts): line 14 `NET/OFI Initializing aws-ofi-nccl 1.13.2-aws`, and no
+    `Using network` or NET connection line: the network between the nodes is the plugin's
+    (NCCL calls it AWS Libfabric), which the report left unnamed."""
+    (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["023"]]).values()
+    inter = s["inter_node"]
+    assert (inter["value"], inter["network"], inter["network_basis"]) == (
+        True,
+        "AWS Libfabric",
+        "plugin",
+    )
+    assert checklist.socket_transport({"nccl": s})["status"] == checklist.OK

@@ -157,10 +157,11 @@ FROM hints h CROSS JOIN env e LEFT JOIN first f ON true;
 --                           nodes) | one_host (everything on one host, no sign of more),
 --             network       the network between nodes: the net of inter-node NET
 --                           connections, else the one NCCL says it uses (`Using network X`,
---                           the net plugin it closes), else IB when IB devices were listed,
---                           else Socket when socket interfaces were; NULL when not
---                           inter-node,
---             network_basis connections | chosen | devices.
+--                           the net plugin it closes), else AWS Libfabric when the
+--                           aws-ofi-nccl plugin initialised (`NET/OFI Initializing
+--                           aws-ofi-nccl`), else IB when IB devices were listed, else Socket
+--                           when socket interfaces were; NULL when not inter-node,
+--             network_basis connections | chosen | plugin | devices.
 -- Algorithm: NET does not always mean inter-node (NCCL may use it between GPUs of one
 -- host), so hosts decide first, then the communicators' node counts, then NET connections
 -- whose peer's host is unknown (the log holds only some ranks).
@@ -192,15 +193,20 @@ by_choice AS (
     FROM nccl_network WHERE run_id = rid AND kind = 'network'
     GROUP BY device
 ),
+by_plugin AS (
+    SELECT 'AWS Libfabric' AS network, 'plugin' AS network_basis, 3 AS k, count(*) AS n
+    FROM nccl_network WHERE run_id = rid AND kind = 'ofi'
+    HAVING count(*) > 0
+),
 by_device AS (
     SELECT CASE kind WHEN 'ib' THEN 'IB' ELSE 'Socket' END AS network,
-        'devices' AS network_basis, CASE kind WHEN 'ib' THEN 3 ELSE 4 END AS k, count(*) AS n
+        'devices' AS network_basis, CASE kind WHEN 'ib' THEN 4 ELSE 5 END AS k, count(*) AS n
     FROM nccl_network WHERE run_id = rid AND kind IN ('ib', 'socket')
     GROUP BY kind
 ),
 best AS (
     SELECT * FROM (SELECT * FROM by_conn UNION ALL SELECT * FROM by_choice
-                   UNION ALL SELECT * FROM by_device)
+                   UNION ALL SELECT * FROM by_plugin UNION ALL SELECT * FROM by_device)
     ORDER BY k, n DESC, network LIMIT 1
 )
 SELECT CASE WHEN x.basis IS NULL THEN NULL ELSE x.basis <> 'one_host' END AS inter_node,
