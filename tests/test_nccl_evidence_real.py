@@ -198,3 +198,12 @@ def test_the_aws_ofi_plugin_names_the_network(tmp_path):
         "plugin",
     )
     assert checklist.socket_transport({"nccl": s})["status"] == checklist.OK
+
+
+def test_launcher_tags_shared_by_processes_name_no_rank(tmp_path):
+    """023 (`torchrun --nproc_per_node=8 --nnodes=4` under `srun -l`, line 1): the srun label is
+    the node's task number, so two processes of one node carry `1:` (`1: p5-dy-gpu-3:47930` and
+    `1: p5-dy-gpu-3:47936`); the report mapped both to rank 1."""
+    (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["023"]]).values()
+    assert s["ranks"]["mapped_by"] == {} and s["ranks"]["unmapped_processes"] == 3
+    assert s["version_by_rank"] == []

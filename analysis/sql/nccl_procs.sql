@@ -24,7 +24,8 @@ SELECT nullif(greatest(
 --             rank_source   host_pid (a trace of the run has this host and pid; only the
 --                           pid when the trace names no host) |
 --                           comm_rank (its rank in a communicator spanning the whole job) |
---                           launcher_tag (the launcher's rank tag on its lines) | NULL,
+--                           launcher_tag (the launcher's rank tag on its lines, when no
+--                           two processes of the run share a tag) | NULL,
 --             nccl_version, cuda_version   as credited to the process (NULL: not printed).
 -- Algorithm: the first source that answers unambiguously, in the order above. Hosts are
 -- compared on their first label, case-insensitively (NCCL cuts host names at the first dot). A
@@ -48,18 +49,29 @@ by_comm AS (
     WHERE c.run_id = rid AND c.nranks = w.world_size AND c.rank IS NOT NULL
     GROUP BY ALL
     HAVING count(DISTINCT c.rank) = 1
+),
+tags AS (
+    SELECT tag_rank, count(DISTINCT (host, pid)) AS n FROM p
+    WHERE tag_rank IS NOT NULL GROUP BY tag_rank
+),
+by_tag AS (
+    -- launcher tags name ranks only when no two processes (host, pid) share one: `srun -l`
+    -- over one torchrun per node tags all of a node's processes with the node's task number,
+    -- so a tag shared anywhere means the run's tags are no ranks at all
+    SELECT tag_rank FROM tags WHERE NOT EXISTS (SELECT 1 FROM tags WHERE n > 1)
 )
 SELECT p.file_id, p.proc, p.host, p.pid,
-    coalesce(t.rank, c.rank, p.tag_rank) AS rank,
+    coalesce(t.rank, c.rank, g.tag_rank) AS rank,
     CASE
         WHEN t.rank IS NOT NULL THEN 'host_pid'
         WHEN c.rank IS NOT NULL THEN 'comm_rank'
-        WHEN p.tag_rank IS NOT NULL THEN 'launcher_tag'
+        WHEN g.tag_rank IS NOT NULL THEN 'launcher_tag'
     END AS rank_source,
     p.nccl_version, p.cuda_version
 FROM p
 LEFT JOIN by_trace t USING (file_id, proc)
 LEFT JOIN by_comm c USING (file_id, proc)
+LEFT JOIN by_tag g ON g.tag_rank = p.tag_rank
 ORDER BY rank NULLS LAST, p.file_id, p.proc;
 
 -- nccl_rank_coverage(rid): every rank of the job and whether an NCCL log speaks for it.
