@@ -24,6 +24,20 @@ TCP_REASONS = {
     "no_rdma_seen": "TCP sockets carried inter-node traffic; no RDMA network was seen",
 }
 INTER_NODE_KEYS = ("basis", "network", "network_basis")
+#: Environment settings that change what NCCL does on the data path, and what each means
+#: ({v}: the value); a finding names them, since a wall can be one of them.
+NOTABLE_ENV = {
+    "NCCL_P2P_DISABLE": "GPUs of a node exchange data through host memory, not NVLink/PCIe "
+    "peer-to-peer",
+    "NCCL_SHM_DISABLE": "no shared-memory transport between processes of a node",
+    "NCCL_ALGO": "the collective algorithm is forced ({v}): NCCL's own choice per size is off",
+    "NCCL_PROTO": "the protocol is forced ({v}): NCCL's own choice per size is off",
+    "NCCL_MAX_NCHANNELS": "at most {v} channels per collective",
+    "NCCL_MAX_CTAS": "at most {v} CTAs (channels) per collective",
+    "NCCL_NET_GDR_LEVEL": "GPU Direct RDMA allowed only up to distance {v}",
+}
+#: … for these only when set to 1 (0 is the default).
+ENV_WHEN_ONE = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"}
 STATUSES = ("not_enqueued", "waiting", "completed", "crashed", "no_log")
 
 
@@ -125,6 +139,32 @@ def _collnet_fallback(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any
     return {"processes": len({(r["file_id"], r["proc"]) for r in rows}), "first": first}
 
 
+def _env(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": r["name"],
+            "value": r["value"],
+            "n_processes": r["n_processes"],
+            **(_where(con, r["file_id"], r["line_no"]) or {}),
+        }
+        for r in _rows(con, "nccl_env_settings", rid)
+    ]
+
+
+def notable_env(s: Mapping[str, Any]) -> list[str]:
+    """One sentence per data-path setting of the section's `env` (NOTABLE_ENV)."""
+    out = []
+    for e in s.get("env") or []:
+        what = NOTABLE_ENV.get(e["name"])
+        if what is None or (e["name"] in ENV_WHEN_ONE and str(e["value"]).strip() != "1"):
+            continue
+        out.append(
+            f"{e['name']}={e['value']} set by environment ({e['n_processes']} process(es)): "
+            + what.format(v=e["value"])
+        )
+    return out
+
+
 def _timeout_collectives(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
     groups: dict[tuple, dict] = {}
     for r in _rows(con, "nccl_timeout_ranks", rid):
@@ -188,6 +228,7 @@ def _findings(s: dict[str, Any]) -> list[str]:
                 f"{'; '.join(why)} — likely culprit(s); {len(t['waiting'])} rank(s) waited "
                 "for them"
             )
+    out += notable_env(s)
     if s["version_mismatch"]:
         out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")
     if gdr_off_matters(s):
@@ -227,7 +268,7 @@ def empty_section() -> dict[str, Any]:
         "gdr_evidence": None,
         "inter_node": {"value": None, "basis": None, "network": None, "network_basis": None},
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
-        "communicators": [], "collnet_fallback": {"processes": 0, "first": None},
+        "communicators": [], "collnet_fallback": {"processes": 0, "first": None}, "env": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
         "aborts": {"count": 0, "first": None},
         "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
@@ -273,6 +314,7 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s["tcp_fallback"] = _tcp(con, rid)
     s["communicators"] = _rows(con, "nccl_comm_shapes", rid)
     s["collnet_fallback"] = _collnet_fallback(con, rid)
+    s["env"] = _env(con, rid)
     s.update(_problems(con, rid))
     s["timeouts"]["collectives"] = _timeout_collectives(con, rid)
     if s["timeouts"]["count"]:

@@ -106,6 +106,11 @@ def render_nccl(s: dict, table: Table) -> str:
             f"  {f['count']:>6}  {f['family']} ({f['kind']}; first at {_where(f['where'])})"
             for f in ln["unknown_families"][:MAX_FAMILIES]
         ]
+    if s.get("env"):
+        out.append(
+            "set by environment: "
+            + ", ".join(f"{e['name']}={e['value']} ({e['n_processes']} proc)" for e in s["env"])
+        )
     out += [f"warnings: {_first(s['warnings'])}", f"errors: {_first(s['errors'])}"]
     out.append(f"timeouts: {_first(s['timeouts'])}")
     for t in s["timeouts"]["collectives"]:

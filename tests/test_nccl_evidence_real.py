@@ -207,3 +207,18 @@ def test_launcher_tags_shared_by_processes_name_no_rank(tmp_path):
     (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["023"]]).values()
     assert s["ranks"]["mapped_by"] == {} and s["ranks"]["unmapped_processes"] == 3
     assert s["version_by_rank"] == []
+
+
+def test_data_path_settings_from_the_environment_are_findings(tmp_path):
+    """027: line 3 `NCCL_P2P_DISABLE set by environment to 1`; 011: lines 178-180
+    `NCCL_ALGO set by environment to Tree` (and NCCL_SOCKET_IFNAME=eth0 at line 137, which
+    changes no data path). Both were parsed and never shown."""
+    logs = {k: LOGS[k] for k in ("011", "027")}
+    got = ingest_all(tmp_path / "s.duckdb", list(logs.values()))
+    s011, s027 = got[logs["011"].name], got[logs["027"].name]
+    (p2p,) = [e for e in s027["env"] if e["name"] == "NCCL_P2P_DISABLE"]
+    assert (p2p["value"], p2p["line"]) == ("1", 3)
+    assert any(f.startswith("NCCL_P2P_DISABLE=1 set by environment") for f in s027["findings"])
+    assert any(f.startswith("NCCL_ALGO=Tree set by environment") for f in s011["findings"])
+    assert not any("NCCL_SOCKET_IFNAME" in f for f in s011["findings"])
+    assert any(e["name"] == "NCCL_SOCKET_IFNAME" and e["value"] == "eth0" for e in s011["env"])
