@@ -222,3 +222,14 @@ def test_data_path_settings_from_the_environment_are_findings(tmp_path):
     assert any(f.startswith("NCCL_ALGO=Tree set by environment") for f in s011["findings"])
     assert not any("NCCL_SOCKET_IFNAME" in f for f in s011["findings"])
     assert any(e["name"] == "NCCL_SOCKET_IFNAME" and e["value"] == "eth0" for e in s011["env"])
+
+
+def test_one_process_driving_every_gpu_holds_one_communicator(tmp_path):
+    """010 (NCCL 2.12.10, no commId): pid 12288 drives all 8 GPUs (ncclCommInitAll): lines
+    493-500 are its 8 `comm 0x... rank r nranks 8 cudaDev r ... Init COMPLETE`, line 69 the one
+    ring `Channel 00/24 :    0   1   2   3   4   5   6   7`. The report showed 8 communicators
+    of one rank each and said no rank had a log."""
+    (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["010"]]).values()
+    (c,) = s["communicators"]
+    assert (c["nranks"], c["ranks_logged"], c["ring"]) == (8, 8, list(range(8)))
+    assert s["ranks"]["with_log"] == list(range(8)) and s["ranks"]["without_log"] == []

@@ -1,4 +1,5 @@
 -- nccl_procs: which rank each process of the NCCL logs of a run is.
+-- requires: nccl_topology
 
 -- nccl_world(rid): the job's size as the run knows it (one row).
 --   rid       run_id.
@@ -77,8 +78,10 @@ ORDER BY rank NULLS LAST, p.file_id, p.proc;
 -- nccl_rank_coverage(rid): every rank of the job and whether an NCCL log speaks for it.
 --   rid       run_id.
 --   returns   rank,
---             has_log       some log process maps to this rank, or PyTorch lines under its
---                           `[rankN]:` prefix speak for it (a watchdog-only log),
+--             has_log       some log process maps to this rank, PyTorch lines under its
+--                           `[rankN]:` prefix speak for it (a watchdog-only log), or one
+--                           process holds it among several ranks of one communicator as
+--                           large as the job (ncclCommInitAll),
 --             n_processes   how many NCCL processes (more than one: the rank appears in
 --                           several files),
 --             in_trace      the rank has a trace in the run.
@@ -93,6 +96,16 @@ mapped AS (
         SELECT rank, n FROM procs
         UNION ALL
         SELECT DISTINCT rank, 0 FROM nccl_timeouts WHERE run_id = rid AND rank IS NOT NULL
+        UNION ALL  -- the ranks a process holds of one communicator as large as the job
+                   -- when it holds several (ncclCommInitAll over a node's GPUs)
+        SELECT DISTINCT c.rank, 0
+        FROM nccl_communicators c
+        JOIN nccl_comm_keys(rid) k
+            ON k.file_id = c.file_id AND k.proc = c.proc AND k.comm = c.comm
+            AND k.line_no = c.line_no
+        CROSS JOIN nccl_world(rid) w
+        WHERE c.run_id = rid AND c.nranks = w.world_size AND c.rank IS NOT NULL
+        QUALIFY count(DISTINCT c.rank) OVER (PARTITION BY c.file_id, c.proc, k.comm_key) > 1
     ) GROUP BY rank
 ),
 every AS (

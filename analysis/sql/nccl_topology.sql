@@ -6,15 +6,16 @@
 --   returns   file_id, proc, comm, line_no,
 --             comm_key   the commId ('0x5f3c…', NCCL 2.16+); before that 'n<nranks>#<k>'
 --                        when the communicator is the k-th of that size the process
---                        created (processes create communicators in the same order), with
---                        '@<file_id>' appended since older logs cannot be matched across
---                        files.
+--                        created on that GPU (processes create communicators in the same
+--                        order; one process driving several GPUs, ncclCommInitAll, holds
+--                        one rank of the same communicator per GPU), with '@<file_id>'
+--                        appended since older logs cannot be matched across files.
 -- Algorithm: commId when present, else the creation-order heuristic above.
 CREATE OR REPLACE TEMP MACRO nccl_comm_keys(rid) AS TABLE
 SELECT file_id, proc, comm, line_no,
     coalesce(comm_id, printf('n%d#%d@%d', nranks,
-        row_number() OVER (PARTITION BY file_id, proc, nranks ORDER BY line_no), file_id))
-        AS comm_key
+        row_number() OVER (PARTITION BY file_id, proc, nranks, cuda_dev ORDER BY line_no),
+        file_id)) AS comm_key
 FROM nccl_communicators
 WHERE run_id = rid;
 
