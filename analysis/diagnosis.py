@@ -80,8 +80,6 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
     if not any(r.get("share_of_wait") for r in ranks):
         return []
     decomp = {r["rank"]: r for r in (report.get("decomposition") or {}).get("ranks") or []}
-    idles = [r.get("idle_ms") or 0 for r in decomp.values()]
-    med_idle = median(idles) if idles else None
     out: list[dict] = []
     for r in sorted(ranks, key=lambda r: -(r.get("wait_caused_ms") or 0)):
         share = r.get("share_of_wait") or 0.0
@@ -103,6 +101,9 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
             why = "no operator time to compare it on"
             kind = "unknown"
         idle = decomp.get(r["rank"], {}).get("idle_ms")
+        # the other ranks' median: with two ranks a median over all would include the culprit
+        others = [d.get("idle_ms") or 0 for k, d in decomp.items() if k != r["rank"]]
+        med_idle = median(others) if others else None
         out.append(
             {
                 "rank": r["rank"],
@@ -161,7 +162,10 @@ def _culprit_sentence(c: dict, n_steps: int | None) -> str:
         )
     idle, med = c.get("idle_ms_per_step"), c.get("median_idle_ms_per_step")
     if c["kind"] != "compute" and idle is not None and med is not None and idle > med + 0.05:
-        s += f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the median rank"
+        s += (
+            f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the other ranks "
+            "(median)"
+        )
     return s
 
 

@@ -163,3 +163,21 @@ def test_ranks_close_behind_the_named_ones(shares, named, expected):
 
     culprits = [{"rank": r, "share_of_wait": shares[r]} for r in named]
     assert _close_behind(_shares_report(shares), culprits) == expected
+
+
+def test_a_culprits_idle_is_set_against_the_other_ranks():
+    """Two ranks: the culprit idles 39.7 ms per step, the other 2.3 ms (the gloo pair
+    sleep_front_2rank_r1). A median over both ranks (21.0 ms) would hide the contrast."""
+    from analysis.diagnosis import _culprits
+
+    report = {
+        "stragglers": {"ranks": [
+            {"rank": 1, "share_of_wait": 0.95, "wait_caused_ms": 38.0, "compute_ratio": 1.0,
+             "kind": "other", "flagged": True, "n_last": 6, "n_instances": 6},
+            {"rank": 0, "share_of_wait": 0.05, "wait_caused_ms": 2.0, "compute_ratio": 1.0},
+        ]},
+        "decomposition": {"ranks": [{"rank": 0, "idle_ms": 2.3}, {"rank": 1, "idle_ms": 39.7}]},
+    }  # fmt: skip
+    (c,) = _culprits(report)
+    assert (c["idle_ms_per_step"], c["median_idle_ms_per_step"]) == (39.7, 2.3)
+    assert "idle 39.7 ms per step against 2.3 ms on the other ranks" in _culprit_sentence(c, 6)
