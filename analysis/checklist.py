@@ -14,6 +14,7 @@ from typing import Any
 
 from analysis.model.step import mostly_waiting
 from analysis.nccl import gdr_off_matters
+from analysis.policy import INTERMITTENT_COST_SHARE, INTERMITTENT_SHARE
 from analysis.stopped import HUNG_FIGURES, STRAGGLERS_CAVEAT, figures_hold_the_hang
 from analysis.verdict import EXPOSED_SHARE_LIMIT, wait_fraction
 
@@ -99,11 +100,33 @@ def stragglers(report: Mapping[str, Any]) -> Item:
             f"{STRAGGLERS_CAVEAT} {s.get('verdict') or 'No rank was flagged.'}",
             _stopped_action(report),
         )
-    if not flagged:
-        return _item("stragglers", title, page, OK, s.get("verdict") or "No rank was flagged.")
 
     def who(r: dict) -> str:
         return f"rank {r['rank']}" + (f" ({r['host']})" if r.get("host") else "")
+
+    if not flagged:
+        top = max(ranks.values(), key=lambda r: r.get("share_of_wait") or 0)
+        if (top.get("share_of_wait") or 0) >= INTERMITTENT_SHARE and (
+            top.get("cost_share") or 0
+        ) >= INTERMITTENT_COST_SHARE:
+            more = (top.get("compute_ratio") or 0) >= 1.1
+            return _item(
+                "stragglers",
+                title,
+                page,
+                ATTENTION,
+                f"No rank is late in every step, but {who(top)} causes "
+                f"{100 * top['share_of_wait']:.0f}% of all the waiting "
+                f"({100 * top['cost_share']:.0f}% of the ranks' time): an intermittent "
+                "straggler"
+                + (f", with {top['compute_ratio']:.2f}x the median operator work" if more else "")
+                + f". {s.get('verdict') or ''}".rstrip(),
+                "Look at the steps it is late in (Stragglers page): slow in some steps only is "
+                "what throttling, a noisy neighbour or periodic work (checkpoints, logging, "
+                "garbage collection) look like; on GPUs check clocks and temperature over time "
+                "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE).",
+            )
+        return _item("stragglers", title, page, OK, s.get("verdict") or "No rank was flagged.")
 
     compute = [r for r in flagged if r.get("kind") == "compute"]
     if not compute:

@@ -53,6 +53,16 @@ STRAGGLER_MIN_EXCESS_NS = 10_000
 #: fraction of its delay per step.
 STRAGGLER_COMPUTE_FRACTION = 0.5
 
+#: A rank not flagged (its share of the waiting is not consistent from unit to unit) that still
+#: causes at least INTERMITTENT_SHARE of all the waiting, costing the ranks at least
+#: INTERMITTENT_COST_SHARE of their time, is an intermittent straggler: the checklist marks it
+#: for attention (slow in some steps only is what throttling, a noisy neighbour or periodic work
+#: look like). On the real gloo runs in tests/data the stragglers slowed in every other block of
+#: steps cost 0.28-0.69 of the ranks' time; the top rank of the runs made without a straggler
+#: 0.07-0.22 (with two ranks one of them always causes most of the waiting).
+INTERMITTENT_SHARE = 0.5
+INTERMITTENT_COST_SHARE = 0.25
+
 #: What-if: the "transfer k× faster" replay uses this k.
 WHATIF_TRANSFER_SPEEDUP = 2.0
 
