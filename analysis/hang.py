@@ -53,8 +53,11 @@ def _last_of(progress: list[dict], pg: str, ranks: list[int]) -> str:
     return "; ".join(parts)
 
 
-def cause_sentence(finding: dict, group: dict, progress: list[dict]) -> str:
-    """One sentence naming the cause of `finding` (a hang_findings row) in its group."""
+def cause_sentence(
+    finding: dict, group: dict, progress: list[dict], held: dict[int, str] | None = None
+) -> str:
+    """One sentence naming the cause of `finding` (a hang_findings row) in its group; `held`:
+    ranks of its culprits that wait inside another group's hung collective, and where."""
     where = group_text(finding["pg_name"], finding["pg_desc"])
     seq, op = finding["seq"], finding["op_name"] or "a collective"
     bad, others = finding["culprit_ranks"], finding["other_ranks"] or []
@@ -66,6 +69,8 @@ def cause_sentence(finding: dict, group: dict, progress: list[dict]) -> str:
             f"Hang in {where} at {op} seq {seq}: {ranks_text(bad)} never entered it "
             f"({verb} {_last_of(progress, finding['pg_name'], bad)})"
         )
+        for r, there in sorted((held or {}).items()):
+            s += f"; rank {r} is waiting in {there}"
         s += f"; {ranks_text(others)} waited." if others else "."
     elif kind == "stuck":
         s = f"Hang in {where} at {op} seq {seq}: {ranks_text(bad)} started it and never "
@@ -141,14 +146,17 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     for f in findings:
         f.pop("priority", None)
     for g in groups:
-        first = next((f for f in findings if f["pg_name"] == g["pg_name"]), None)
-        g["cause"] = first
-        g["sentence"] = cause_sentence(first, g, progress) if first else quiet_sentence(g)
-    hung = [g for g in groups if g["cause"]]
-    hung.sort(key=lambda g: (g["cause"]["seq"], g["pg_name"]))
+        g["cause"] = next((f for f in findings if f["pg_name"] == g["pg_name"]), None)
+    hung = order_hung([g for g in groups if g["cause"]])
+    for g in groups:
+        held = g.get("held") or {}
+        g["sentence"] = (
+            cause_sentence(g["cause"], g, progress, held) if g["cause"] else quiet_sentence(g)
+        )
     verdict = " ".join(g["sentence"] for g in (hung or groups)) or (
         "The dumps hold no collective entries."
     )
+    verdict += cycle_sentence(hung)
     return {
         "present": True,
         "reason": None,
@@ -163,6 +171,47 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         "in_traces": in_traces(traced),
         "traced": traced,
     }
+
+
+def order_hung(hung: list[dict]) -> list[dict]:
+    """The hung groups, the root cause first. Sequence numbers count per group, so they cannot
+    order groups: a group whose missing ranks wait inside another group's hung collective
+    (`held`: rank → where, set on the group) is a consequence and comes after the groups whose
+    culprits wait nowhere; then by seq and name."""
+    waiting: dict[int, dict] = {}
+    for g in hung:
+        if g["cause"]["kind"] == "missing":
+            for r in g["cause"]["other_ranks"] or []:
+                waiting.setdefault(r, g)
+    for g in hung:
+        c = g["cause"]
+        bad = c["culprit_ranks"] if c["kind"] == "missing" else []
+        g["held"] = {
+            r: f"{group_text(h['pg_name'], h['pg_desc'])} at "
+            f"{h['cause']['op_name'] or 'a collective'} seq {h['cause']['seq']}"
+            for r in bad
+            if (h := waiting.get(r)) is not None and h is not g
+        }
+        g["held_in"] = {waiting[r]["pg_name"] for r in g["held"]}
+    return sorted(hung, key=lambda g: (bool(g["held"]), g["cause"]["seq"], g["pg_name"]))
+
+
+def cycle_sentence(hung: list[dict]) -> str:
+    """When two hung groups each hold a culprit of the other, say so: the ranks entered them in
+    different orders, which no single group's figures show."""
+    by_name = {g["pg_name"]: g for g in hung}
+    for g in hung:
+        for other in sorted(g.get("held_in") or ()):
+            h = by_name.get(other)
+            if h is not None and g["pg_name"] in (h.get("held_in") or ()):
+                a, b = sorted((g, h), key=lambda x: x["pg_name"])
+                return (
+                    f" {group_text(a['pg_name'], a['pg_desc']).capitalize()} and "
+                    f"{group_text(b['pg_name'], b['pg_desc'])} wait on each other: their ranks "
+                    "entered them in different orders (a rank skipped a collective or called "
+                    "them out of order), so the rank that diverged first is the culprit."
+                )
+    return ""
 
 
 def in_traces(traced: list[dict[str, Any]]) -> bool | None:

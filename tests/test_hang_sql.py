@@ -283,3 +283,23 @@ def test_pg_status_tells_how_far_a_rank_without_entries_got(con):
         (5, None)
     ]
     assert "rank 1 never entered it (its last recorded collective is seq 5)" in _verdict(con)
+
+
+def test_gloo_unnamed_config_with_subgroups_is_no_member_list(con):
+    """gloo with a subgroup (seen in real torch 2.13 dumps): the members of the subgroup write
+    pg_config {'': {'ranks': '[]'}}, the other ranks {'': all ranks}; neither is the subgroup's
+    member list. Group 1 = ranks 0, 1 completed its call; rank 3 never entered seq 4 of group 0.
+    The lone '' entry used to give group 1 no members at all (no hang found) or all four (ranks
+    2 and 3 blamed for a collective that completed)."""
+    calls = {r: [entry(r, s) for s in (1, 2, 3, 4) if not (r == 3 and s == 4)] for r in range(4)}
+    for r in (0, 1):
+        calls[r].append(entry(r, 1, pg="1"))
+    put(con, "fr_dumps", [{"rank": r, "form": "json", "version": "2.10"} for r in calls])
+    put(con, "fr_groups", [{"rank": r, "pg_name": "", "ranks": [] if r < 2 else [0, 1, 2, 3]}
+                           for r in calls])  # fmt: skip
+    put(con, "fr_entries", [e for es in calls.values() for e in es])
+    members = dict(q(con, "SELECT pg_name, members FROM hang_members(1)"))
+    assert members == {"0": [0, 1, 2, 3], "1": [0, 1]}
+    assert q(con, "SELECT pg_name, seq, kind, culprit_ranks FROM hang_findings(1)") == [
+        ("0", 4, "missing", [3])
+    ]

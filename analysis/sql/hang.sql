@@ -29,8 +29,11 @@ QUALIFY row_number() OVER (PARTITION BY e.rank, e.pg_name, e.collective_seq_id
 --   rid       run_id.
 --   returns   pg_name, pg_desc,
 --             members   its ranks (INTEGER[], sorted): from the pg_config entry of the same
---                       name; else, in a dump with a single pg_config entry named '' (gloo),
---                       that entry; else the ranks with entries of the group.
+--                       name; else, in a dump with a single pg_config entry named '' (gloo)
+--                       when the run has entries of one group only, that entry; else the
+--                       ranks with entries of the group. Empty member lists are no answer:
+--                       with subgroups, gloo's lone '' entry holds [] on their members and
+--                       all ranks on the others, whatever the group.
 -- Algorithm: pg_config entries of each rank's latest dump matched by name (or the lone ''
 -- entry), members combined over ranks (union).
 CREATE OR REPLACE TEMP MACRO hang_members(rid) AS TABLE
@@ -48,9 +51,10 @@ cfg AS (
 mem AS (
     SELECT pg.pg_name, list_sort(list_distinct(flatten(list(c.ranks)))) AS members
     FROM pg JOIN cfg c
-        ON c.pg_name = pg.pg_name
-        OR (c.pg_name = '' AND c.n_cfg = 1
-            AND NOT EXISTS (SELECT 1 FROM cfg x WHERE x.pg_name = pg.pg_name))
+        ON len(c.ranks) > 0 AND (
+            c.pg_name = pg.pg_name
+            OR (c.pg_name = '' AND c.n_cfg = 1 AND (SELECT count(*) FROM pg) = 1
+                AND NOT EXISTS (SELECT 1 FROM cfg x WHERE x.pg_name = pg.pg_name)))
     GROUP BY pg.pg_name
 )
 SELECT pg.pg_name, pg.pg_desc, coalesce(mem.members, list_sort(pg.seen)) AS members
