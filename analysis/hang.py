@@ -149,9 +149,20 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         g["cause"] = next((f for f in findings if f["pg_name"] == g["pg_name"]), None)
     hung = order_hung([g for g in groups if g["cause"]])
     for g in groups:
-        held = g.get("held") or {}
-        g["sentence"] = (
-            cause_sentence(g["cause"], g, progress, held) if g["cause"] else quiet_sentence(g)
+        if not g["cause"]:
+            g["sentence"] = quiet_sentence(g)
+            continue
+        # every finding at the cause's seq: a rank that never entered and another that called
+        # a different op there are two culprits, and fixing one leaves the job hung
+        same = [
+            f for f in findings if f["pg_name"] == g["pg_name"] and f["seq"] == g["cause"]["seq"]
+        ]
+        quiet = {**g, "missing_dumps": []}  # the missing dumps are said once
+        g["sentence"] = " ".join(
+            cause_sentence(
+                f, g if i == len(same) - 1 else quiet, progress, g.get("held") if i == 0 else None
+            )
+            for i, f in enumerate(same)
         )
     verdict = " ".join(g["sentence"] for g in (hung or groups)) or (
         "The dumps hold no collective entries."

@@ -303,3 +303,19 @@ def test_gloo_unnamed_config_with_subgroups_is_no_member_list(con):
     assert q(con, "SELECT pg_name, seq, kind, culprit_ranks FROM hang_findings(1)") == [
         ("0", 4, "missing", [3])
     ]
+
+
+def test_every_cause_at_the_hung_seq_is_in_the_verdict(con):
+    """At seq 6 rank 1 never enters and rank 3 calls all_reduce where ranks 0 and 2 call
+    all_gather: two culprits (a scenario made with real gloo dumps); the verdict named rank 1
+    only, and fixing it alone leaves the job hung."""
+    from analysis.hang import hang_section
+
+    calls = {r: [entry(r, s) for s in range(1, 6)] for r in range(4)}
+    for r in (0, 2):
+        calls[r].append(entry(r, 6, "all_gather"))
+    calls[3].append(entry(3, 6))
+    job(con, calls)
+    verdict = hang_section(con, 1)["verdict"]
+    assert "rank 1 never entered it" in verdict
+    assert "rank 3 called all_reduce where ranks 0, 2 called all_gather" in verdict
