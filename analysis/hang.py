@@ -72,6 +72,14 @@ def cause_sentence(
         for r, there in sorted((held or {}).items()):
             s += f"; rank {r} is waiting in {there}"
         s += f"; {ranks_text(others)} waited." if others else "."
+    elif kind == "late":
+        later, timeout = int(finding["expected"]), int(finding["culprit_values"][0])
+        s = (
+            f"Late rank in {where} at {op} seq {seq}: {ranks_text(bad)} entered it "
+            f"{later / 1000:.1f} s after the first rank, beyond the {timeout / 1000:g} s "
+            f"timeout: {ranks_text(others)} timed out waiting for it (a late rank, not a "
+            "collective that never completed)."
+        )
     elif kind == "stuck":
         s = f"Hang in {where} at {op} seq {seq}: {ranks_text(bad)} started it and never "
         if others:

@@ -319,3 +319,26 @@ def test_every_cause_at_the_hung_seq_is_in_the_verdict(con):
     verdict = hang_section(con, 1)["verdict"]
     assert "rank 1 never entered it" in verdict
     assert "rank 3 called all_reduce where ranks 0, 2 called all_gather" in verdict
+
+
+@pytest.mark.parametrize(("late_ms", "found"), [(4500, True), (2500, False)])
+def test_a_rank_later_than_the_timeout_is_named(con, late_ms, found):
+    """Every rank entered seq 6, rank 1 `late_ms` after the others, the timeout 3 s (a scenario
+    made with real gloo dumps: rank 1 entered 4.5 s late, the others had timed out; the dumps
+    record no completion, so the group looked quiet and the checklist said ok)."""
+    from analysis.hang import hang_section
+
+    t0 = 1_700_000_000 * 10**9
+    calls = {r: [entry(r, s, time_created_ns=t0 + s * 10**9, timeout_ms=3000) for s in range(1, 6)]
+             for r in range(4)}  # fmt: skip
+    for r in range(4):
+        at = t0 + 6 * 10**9 + (late_ms * 10**6 if r == 1 else 0)
+        calls[r].append(entry(r, 6, "all_gather", time_created_ns=at, timeout_ms=3000))
+    job(con, calls)
+    got = q(con, "SELECT seq, kind, culprit_ranks, other_ranks, expected, culprit_values "
+                 "FROM hang_findings(1)")  # fmt: skip
+    if found:
+        assert got == [(6, "late", [1], [0, 2, 3], str(late_ms), ["3000"])]
+        assert "rank 1 entered it 4.5 s after the first rank" in hang_section(con, 1)["verdict"]
+    else:
+        assert got == []

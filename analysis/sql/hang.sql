@@ -8,7 +8,8 @@
 --             op_name    profiling_name without its backend prefix ('all_gather'),
 --             op         normalised op ('allgather'),
 --             input_sizes, output_sizes, in_nelems, out_nelems, input_dtypes, output_dtypes,
---             state, time_created_ns, time_started_ns, time_completed_ns, record_id.
+--             state, time_created_ns, time_started_ns, time_completed_ns, record_id,
+--             timeout_ms.
 -- Algorithm: entries of the latest file (highest file_id) per rank, is_p2p false; when a seq
 -- occurs twice in one rank's buffer (a restarted group) the entry with the highest record_id.
 CREATE OR REPLACE TEMP MACRO hang_entries(rid) AS TABLE
@@ -19,7 +20,7 @@ SELECT e.rank, e.pg_name, e.pg_desc, e.collective_seq_id AS seq, e.profiling_nam
     regexp_replace(e.profiling_name, '^[^:]*:', '') AS op_name, e.op,
     e.input_sizes, e.output_sizes, e.in_nelems, e.out_nelems, e.input_dtypes,
     e.output_dtypes, e.state, e.time_created_ns, e.time_started_ns, e.time_completed_ns,
-    e.record_id
+    e.record_id, e.timeout_ms
 FROM fr_entries e JOIN d USING (rank, file_id)
 WHERE e.run_id = rid AND NOT coalesce(e.is_p2p, false)
 QUALIFY row_number() OVER (PARTITION BY e.rank, e.pg_name, e.collective_seq_id

@@ -75,15 +75,21 @@ ORDER BY m.pg_name, m.seq, list_position(['op', 'dtype', 'size'], m.kind);
 --                            last_common_seq while others entered it) | 'op' | 'dtype' |
 --                            'size' (see hang_mismatches) | 'stuck' (every dumped member
 --                            entered seq, the culprits never completed it; others did or,
---                            when none did, other_ranks is empty),
+--                            when none did, other_ranks is empty) | 'late' (every dumped member
+--                            entered seq, the last of them more than the entries' timeout after
+--                            the first: the others' watchdogs fired while they waited for it;
+--                            expected holds how much later, ms, culprit_values the timeout, ms),
 --             op_name        the op at seq (majority),
 --             culprit_ranks, other_ranks (sorted INTEGER[]),
 --             expected, culprit_values   for mismatches (NULL otherwise),
 --             ambiguous      mismatches with no majority,
---             priority       1 missing, 2 op, 3 dtype, 4 size, 5 stuck: the order within a seq.
+--             priority       1 missing, 2 op, 3 dtype, 4 size, 5 stuck, 6 late: the order
+--                            within a seq.
 -- Algorithm: missing at last_common_seq + 1 when some member got further (hang_groups,
 -- hang_rank_progress); mismatches from hang_mismatches; stuck at the lowest seq entered by
--- every dumped member with state tracked where one of them did not complete it.
+-- every dumped member with state tracked where one of them did not complete it; late, in a
+-- group without any of those, at the lowest seq every dumped member entered whose creation
+-- times spread beyond its timeout.
 CREATE OR REPLACE TEMP MACRO hang_findings(rid) AS TABLE
 WITH g AS (
     SELECT * FROM hang_groups(rid)
@@ -126,8 +132,30 @@ stuck AS (
     FROM st JOIN g USING (pg_name)
     WHERE st.n = len(g.dumped) AND st.open_ranks IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY st.pg_name ORDER BY st.seq) = 1
+),
+la AS (
+    SELECT e.pg_name, e.seq, mode(e.op_name) AS op_name, count(DISTINCT e.rank) AS n,
+        arg_max(e.rank, e.time_created_ns) AS last_rank, list(e.rank ORDER BY e.rank) AS ranks,
+        max(e.time_created_ns) - min(e.time_created_ns) AS spread_ns,
+        min(e.timeout_ms) AS timeout_ms
+    FROM e JOIN g ON g.pg_name = e.pg_name
+    WHERE list_contains(g.dumped, e.rank) AND e.time_created_ns > 0
+    GROUP BY e.pg_name, e.seq
+),
+late AS (
+    SELECT la.pg_name, g.pg_desc, la.seq, 'late', la.op_name, [la.last_rank],
+        list_filter(la.ranks, lambda x: x <> la.last_rank),
+        (la.spread_ns // 1000000)::VARCHAR, [la.timeout_ms::VARCHAR], false, 6
+    FROM la JOIN g USING (pg_name)
+    WHERE la.n = len(g.dumped) AND la.n > 1 AND la.timeout_ms > 0
+        AND la.spread_ns > la.timeout_ms * 1000000
+        -- the explanation of a group with no other finding (a mismatched call may come late)
+        AND la.pg_name NOT IN (SELECT pg_name FROM missing UNION ALL SELECT pg_name FROM mism
+                               UNION ALL SELECT pg_name FROM stuck)
+    QUALIFY row_number() OVER (PARTITION BY la.pg_name ORDER BY la.seq) = 1
 )
 SELECT * FROM (
     SELECT * FROM missing UNION ALL SELECT * FROM mism UNION ALL SELECT * FROM stuck
+    UNION ALL SELECT * FROM late
 )
 ORDER BY pg_name, seq, priority;
