@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from analysis import policy
@@ -196,11 +197,14 @@ def replay_run(
     per_step = None
     by_step = []
     whatifs = standard_whatifs(stragglers, top_rank)
+    floors = _compute_floors(con, rid)
     for w, df in zip(whatifs, replay_all(steps, whatifs), strict=True):
         if progress:
             progress(w.key)
         if w.key == "unchanged":
             per_step = df
+        else:
+            df = at_least_own_compute(df, floors, w.fixed_ranks)
         job = job_steps(df, "replayed_ns")
         by_step.append(pd.DataFrame({"key": w.key, "step_ns": job}).reset_index())
         results[w] = float(job.median())
@@ -219,6 +223,32 @@ def replay_run(
     by_step_df = by_step_df[["step", "key", "measured_ns", "step_ns"]]
     n_replayed = len(set(steps.step.tolist()))
     return ReplayResult(measured, base, table, per_step, n_replayed, n_steps, by_step_df)
+
+
+def _compute_floors(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
+    """Operator compute per (rank, step) (operator_compute.sql): rank, step, floor_ns."""
+    return con.execute(
+        "SELECT rank, step, compute_ns AS floor_ns FROM operator_compute(?)", [rid]
+    ).df()
+
+
+def at_least_own_compute(
+    df: pd.DataFrame, floors: pd.DataFrame, fixed: tuple[int, ...] = ()
+) -> pd.DataFrame:
+    """A what-if's replayed step per (rank, step), no shorter than the rank's own operator
+    compute in that step: no change to communication, waiting or idle time makes a rank's
+    serial work shorter. The replay can predict less where a rank computed while one of its
+    calls was in flight (gloo runs the call on another thread) and the shortened call takes
+    that compute with it. The ranks a what-if fixes (`fixed`) change their compute: left as
+    replayed."""
+    if floors.empty:
+        return df
+    out = df.merge(floors, on=["rank", "step"], how="left")
+    keep = out["rank"].isin(list(fixed)) | out["floor_ns"].isna()
+    out["replayed_ns"] = out["replayed_ns"].where(
+        keep, np.maximum(out["replayed_ns"], out["floor_ns"])
+    )
+    return out.drop(columns="floor_ns")
 
 
 def _targets(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[int], int | None]:
