@@ -16,7 +16,7 @@ from analysis.model.step import mostly_waiting
 from analysis.nccl import gdr_off_matters
 from analysis.policy import INTERMITTENT_COST_SHARE, INTERMITTENT_SHARE
 from analysis.stopped import HUNG_FIGURES, STRAGGLERS_CAVEAT, figures_hold_the_hang
-from analysis.verdict import EXPOSED_SHARE_LIMIT, wait_fraction
+from analysis.verdict import EXPOSED_SHARE_LIMIT, not_the_network, wait_fraction
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
 #: Measured bus bandwidth below this fraction of the link's peak deserves attention.
@@ -448,6 +448,21 @@ def exposed_comm(report: Mapping[str, Any]) -> Item:
             f"{words[:-1]}, {100 * wait:.0f}% of it waiting for late ranks.",
             "See the Stragglers page and the diagnosis for who is late and why: more overlap, "
             "bandwidth or fewer bytes would not remove the waiting.",
+        )
+    beyond = not_the_network(report)
+    if beyond is not None:
+        late = beyond["key"] == "straggler_fixed"
+        return _item(
+            "exposed_comm",
+            title,
+            page,
+            ATTENTION,
+            f"{words[:-1]}, but the replay shows "
+            + ("a late rank's pace" if late else "idle time")
+            + f" sets the step: fixing it saves {beyond['saving_ms']:.1f} ms per step, hiding "
+            f"all exposed communication {beyond['comm_hidden_saving_ms']:.1f} ms.",
+            ("See the Stragglers page and the diagnosis" if late else "See the diagnosis")
+            + ": more overlap, bandwidth or fewer bytes would save less than that.",
         )
     return _item(
         "exposed_comm",

@@ -26,6 +26,7 @@ from typing import Any
 from analysis import policy
 from analysis.stopped import before_the_hang, stop_sentence
 from analysis.summary import PART_LABELS
+from analysis.verdict import BOUNDS, best_fix, not_the_network
 
 #: Non-compute parts that can be a cause, with the class each one names.
 CAUSES: dict[str, tuple[str, str]] = {
@@ -41,6 +42,13 @@ DEVICE_STALL = ("device", "device-stalled: the GPU sits idle with work already i
 #: Memory-only time that is mostly host <-> device copies (sql/memory.sql; threshold
 #: policy.HOST_COPY_SHARE): the same class, named for what it is.
 HOST_COPIES = "memory-bound: host-device copies alone (input, offload or checkpoint over PCIe)"
+#: A step the replay says a late rank sets (analysis.verdict.not_the_network), whatever share of
+#: it the decomposition gives transfer.
+STRAGGLER_SET = (
+    "synchronisation",
+    "straggler-bound: the late rank's own pace sets the step (the replay), its delay showing "
+    "as exposed communication on the other ranks' timelines",
+)
 #: The label of a job that stopped (analysis/stopped.py).
 HUNG_LABEL = "hung: a collective never completed"
 
@@ -48,13 +56,9 @@ HUNG_LABEL = "hung: a collective never completed"
 #: within this fraction of the last named one's.
 CLOSE_BEHIND = 0.2
 
-#: What-ifs that are bounds rather than fixes: nobody can make every rank arrive first, and
-#: hiding all communication is the ceiling of every communication fix.
-BOUNDS = {"comm_hidden", "no_wait"}
-
-#: Replay fixes that change no transfer, and what each one says sets the step when it beats
-#: hiding all communication.
-NOT_COMM_FIXES = {
+#: What each replay fix that changes no transfer (analysis.verdict.NOT_COMM_FIXES) says sets
+#: the step when it beats hiding all communication.
+NOT_COMM_SUBJECTS = {
     "straggler_fixed": "the late rank's own pace",
     "idle_removed": "the idle host time",
 }
@@ -169,21 +173,25 @@ def _culprit_sentence(c: dict, n_steps: int | None) -> str:
     return s
 
 
-def _fix(report: Mapping[str, Any]) -> dict | None:
-    rep = report.get("replay") or {}
-    fixes = [w for w in rep.get("whatifs") or [] if w["key"] not in BOUNDS]
-    return fixes[0] if fixes and fixes[0]["saving_ms"] > 0 else None
+def _subject(report: Mapping[str, Any], key: str) -> str:
+    """What sets the step when replay fix `key` beats hiding all communication."""
+    if key == "idle_removed" and _stalled(report.get("summary") or {}):
+        return STALLED_IDLE
+    return NOT_COMM_SUBJECTS[key]
 
 
-def _wall_words(wall: bool, marginal: bool, waiting: bool | None) -> str:
+def _wall_words(wall: bool, marginal: bool, waiting: bool | None, set_by: str | None = None) -> str:
     """How the headline opens: a wall (and whether waiting for late ranks or data transfer makes
     most of it, so that the first words already say whether bandwidth would help; `waiting` None
-    when no collective is matched across ranks and the two cannot be told apart), a wall only by
-    transfer and waiting together, or none."""
+    when no collective is matched across ranks and the two cannot be told apart; `set_by` what
+    sets the step instead of the network when the replay says so, analysis.verdict
+    .not_the_network), a wall only by transfer and waiting together, or none."""
     if not wall:
         return "No communication wall"
     if marginal:
         return "At the communication wall's edge"
+    if set_by:
+        return f"Communication wall, set by {set_by}, not the network"
     if waiting is None:
         return "Communication wall (transfer and waiting not told apart)"
     return "Communication wall, " + (
@@ -254,21 +262,13 @@ def _beyond_comm(report: Mapping[str, Any], fix: Mapping[str, Any]) -> str:
     """When the largest fix is not a communication fix and saves more than hiding all exposed
     communication would (the replay's bound), the step is set by that fix's subject, not by the
     network: say so (empty otherwise)."""
-    if fix["key"] not in NOT_COMM_FIXES:
+    beyond = not_the_network(report)
+    if beyond is None or beyond["key"] != fix["key"]:
         return ""
-    bound = next(
-        (w for w in (report.get("replay") or {}).get("whatifs") or [] if w["key"] == "comm_hidden"),
-        None,
-    )
-    if bound is None or fix["saving_ms"] <= bound["saving_ms"]:
-        return ""
-    subject = NOT_COMM_FIXES[fix["key"]]
-    if fix["key"] == "idle_removed" and _stalled(report.get("summary") or {}):
-        subject = STALLED_IDLE
     return (
-        f", more than hiding all exposed communication would save ({_f(bound['saving_ms'])}): "
-        + subject
-        + ", not the network, sets the step"
+        f", more than hiding all exposed communication would save "
+        f"({_f(beyond['comm_hidden_saving_ms'])}): {_subject(report, fix['key'])}, not the "
+        "network, sets the step"
     )
 
 
@@ -392,6 +392,14 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     host_copies = "memory_only_ms" in big and _host_copies(s)
     if host_copies and big[0] == "memory_only_ms":
         label = HOST_COPIES
+    # the replay says a late rank's pace (or idle time), not the network, sets the step
+    beyond = not_the_network(report) if wall and not marginal else None
+    set_by = _subject(report, beyond["key"]) if beyond else None
+    if beyond and cause in ("bandwidth", "synchronisation"):
+        if beyond["key"] == "straggler_fixed":
+            cause, label = STRAGGLER_SET
+        else:
+            cause, label = DEVICE_STALL if _stalled(s) else CAUSES["idle_ms"]
     matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
     partial = _traced_part(report) if matched else None
     if cause == "bandwidth" and not matched:
@@ -417,7 +425,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         else None
     )
     head = (
-        f"{_wall_words(wall, marginal, waiting)}: exposed communication is "
+        f"{_wall_words(wall, marginal, waiting, set_by)}: exposed communication is "
         f"{_f(comm)} ({_pct(exposed)}) of the {_f(step)} {scope} — "
         + (
             f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
@@ -482,7 +490,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         who = "; ".join(_culprit_sentence(c, n_steps) for c in culprits)
         sentences.append(("who", f"Of the waiting, {who}.{_close_behind(report, culprits)}"))
     sentences.append(("whatif", _whatif_sentence(report)))
-    fix = _fix(report)
+    fix = best_fix(report)
     if fix:
         sentences.append(
             (
@@ -517,10 +525,19 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "wall": wall,
         "cause": cause,
         "label": label,
-        "causes": [
-            DEVICE_STALL[0] if k == "idle_ms" and stalled else CAUSES[k][0] if k in CAUSES else k
-            for k in big
-        ],
+        "causes": list(
+            dict.fromkeys(
+                ([cause] if beyond else [])
+                + [
+                    DEVICE_STALL[0]
+                    if k == "idle_ms" and stalled
+                    else CAUSES[k][0]
+                    if k in CAUSES
+                    else k
+                    for k in big
+                ]
+            )
+        ),
         "shares": shares,
         "exposed_comm_share": exposed,
         "culprits": culprits,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis.units import NS_PER_MS, NS_PER_S
+from analysis.verdict import not_the_network
 
 #: The measured verdict of a run that stopped (the model section's `measured.verdict`).
 HUNG = "hung"
@@ -128,15 +129,42 @@ def stragglers_in_context(report: Mapping[str, Any]) -> Any:
     return {**s, "caveat": STRAGGLERS_CAVEAT}
 
 
-def model_in_context(report: Mapping[str, Any]) -> Any:
-    """The report's `model` section, its measured verdict withheld when the job stopped and
-    the traces hold the hang (`figures_hold_the_hang`):
-    `measured.verdict` is HUNG, `measured.reason` says why, and the verdict the figures alone
-    give is kept under `measured.verdict_withheld`. The prediction (what a healthy step would
-    take) is left as it is. Any other section value comes back unchanged."""
-    model = report.get("model")
-    if not isinstance(model, dict) or not figures_hold_the_hang(report):
+def _replay_in_context(report: Mapping[str, Any], model: dict) -> dict:
+    """The model section with its measured wall's reason following the replay when a late
+    rank's pace or idle time, not the network, sets the step (analysis.verdict
+    .not_the_network): the figures' reason ("more bandwidth ...") is kept under
+    `measured.reason_from_figures`."""
+    measured = model.get("measured")
+    beyond = not_the_network(report)
+    if not isinstance(measured, dict) or beyond is None:
         return model
+    if measured.get("verdict") != "communication wall":
+        return model
+    subject = "a late rank's pace" if beyond["key"] == "straggler_fixed" else "idle time"
+    reason = (
+        f"the replay shows {subject}, not the network, sets the step: fixing it saves "
+        f"{beyond['saving_ms']:.1f} ms per step, hiding all exposed communication "
+        f"{beyond['comm_hidden_saving_ms']:.1f} ms (see the diagnosis)"
+    )
+    return {
+        **model,
+        "measured": {**measured, "reason": reason, "reason_from_figures": measured.get("reason")},
+    }
+
+
+def model_in_context(report: Mapping[str, Any]) -> Any:
+    """The report's `model` section read in context: its measured verdict withheld when the job
+    stopped and the traces hold the hang (`figures_hold_the_hang`):
+    `measured.verdict` is HUNG, `measured.reason` says why, and the verdict the figures alone
+    give is kept under `measured.verdict_withheld`; otherwise, a measured wall's reason follows
+    the replay when the network does not set the step (`_replay_in_context`). The prediction
+    (what a healthy step would take) is left as it is. Any other section value comes back
+    unchanged."""
+    model = report.get("model")
+    if not isinstance(model, dict):
+        return model
+    if not figures_hold_the_hang(report):
+        return _replay_in_context(report, model)
     measured = model.get("measured")
     if not isinstance(measured, dict) or not measured.get("verdict"):
         return model

@@ -8,6 +8,9 @@ eta, and exposed_wait_ms on a measured step).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from analysis.model.step import DEFAULT_TARGET_OVERHEAD
 from analysis.model.step import verdict as step_verdict
 
@@ -46,3 +49,33 @@ def verdict(m: dict | None) -> dict | None:
     wait = wait_fraction(m)
     v, reason = step_verdict(share, gamma, m.get("eta") or 0.0, EXPOSED_SHARE_LIMIT, wait)
     return {"verdict": v, "reason": reason}
+
+
+#: What-ifs that are bounds rather than fixes: nobody can make every rank arrive first, and
+#: hiding all communication is the ceiling of every communication fix.
+BOUNDS = frozenset({"comm_hidden", "no_wait"})
+
+#: Replay fixes that change no transfer.
+NOT_COMM_FIXES = frozenset({"straggler_fixed", "idle_removed"})
+
+
+def best_fix(report: Mapping[str, Any]) -> dict | None:
+    """The replay's largest fix (what-ifs ranked by saving, the bounds left out), or None."""
+    rep = report.get("replay") or {}
+    fixes = [w for w in rep.get("whatifs") or [] if w["key"] not in BOUNDS]
+    return fixes[0] if fixes and (fixes[0]["saving_ms"] or 0) > 0 else None
+
+
+def not_the_network(report: Mapping[str, Any]) -> dict | None:
+    """The replay's largest fix when it changes no transfer and saves more than hiding all
+    exposed communication would: then that fix's subject (a late rank's pace, idle time), not
+    the network, sets the step, whatever share the decomposition gives transfer. The one rule
+    the diagnosis, the model's measured verdict and the checklist follow."""
+    fix = best_fix(report)
+    if fix is None or fix["key"] not in NOT_COMM_FIXES:
+        return None
+    whatifs = (report.get("replay") or {}).get("whatifs") or []
+    bound = next((w for w in whatifs if w["key"] == "comm_hidden"), None)
+    if bound is None or fix["saving_ms"] <= bound["saving_ms"]:
+        return None
+    return {**fix, "comm_hidden_saving_ms": bound["saving_ms"]}

@@ -52,3 +52,46 @@ def test_no_intermittent_straggler_without_one(tmp_path, run):
     con.close()
     (item,) = [i for i in rep["checklist"] if i["key"] == "stragglers"]
     assert item["status"] == checklist.OK, item["evidence"]
+
+
+def _job_steps(run) -> dict[int, float]:
+    """Per ProfilerStep#N, the slowest rank's host step (ms), read from the raw traces."""
+    import re
+
+    from kineto_truth import events
+
+    step = re.compile(r"^ProfilerStep#(\d+)$")
+    out: dict[int, float] = {}
+    for path in run.glob("rank*.json.gz"):
+        for e in events(path):
+            m = step.match(e.get("name", ""))
+            if m and e.get("ph") == "X":
+                out[int(m[1])] = max(out.get(int(m[1]), 0.0), e["dur"] / 1000)
+    return out
+
+
+def test_a_late_rank_that_sets_the_step_is_said_so_everywhere(reports):
+    """sleep_front_2rank_r1: rank 1 sleeps 40 ms at the start of the delayed steps (its
+    ground_truth.json). From the raw traces the delayed steps take ~39 ms more than the clean
+    ones, more than all of the exposed communication the replay could hide; the headline said
+    "mostly data transfer ... bandwidth-bound", the model "more bandwidth", the checklist "more
+    overlap, gradient accumulation or fewer bytes"."""
+    import statistics
+
+    run = DATA / "gloo_alternating/sleep_front_2rank_r1"
+    truth = json.loads((run / "ground_truth.json").read_text())
+    steps = _job_steps(run)
+    delayed = set(truth["delayed_steps"])
+    slow = statistics.median(v for s, v in steps.items() if s in delayed)
+    clean = statistics.median(
+        v for s, v in steps.items() if s not in delayed and s + 1 not in delayed
+    )
+    rep = reports[run.name]
+    w = {x["key"]: x for x in rep["replay"]["whatifs"]}
+    assert slow - clean > w["comm_hidden"]["saving_ms"]  # the sleep costs more than the network
+    d = rep["diagnosis"]
+    assert d["headline"].startswith("Communication wall, set by the late rank's own pace")
+    assert d["cause"] == "synchronisation" and "bandwidth-bound" not in d["paragraph"]
+    assert "more bandwidth" not in rep["model"]["measured"]["reason"]
+    (item,) = [i for i in rep["checklist"] if i["key"] == "exposed_comm"]
+    assert "late rank's pace sets the step" in item["evidence"]
