@@ -393,15 +393,17 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     if host_copies and big[0] == "memory_only_ms":
         label = HOST_COPIES
     # the replay says a late rank's pace (or idle time), not the network, sets the step
-    beyond = not_the_network(report) if wall and not marginal else None
+    # (only with collectives matched on every rank: a replay of a few of the job's ranks, or of
+    # one, cannot tell what sets the step)
+    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
+    partial = _traced_part(report) if matched else None
+    beyond = not_the_network(report) if wall and not marginal and matched and not partial else None
     set_by = _subject(report, beyond["key"]) if beyond else None
     if beyond and cause in ("bandwidth", "synchronisation"):
         if beyond["key"] == "straggler_fixed":
             cause, label = STRAGGLER_SET
         else:
             cause, label = DEVICE_STALL if _stalled(s) else CAUSES["idle_ms"]
-    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
-    partial = _traced_part(report) if matched else None
     if cause == "bandwidth" and not matched:
         label = "communication-bound: exposed communication, transfer and waiting not told apart"
     if cause == "bandwidth" and partial:

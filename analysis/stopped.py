@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from analysis.model.step import mostly_waiting
 from analysis.units import NS_PER_MS, NS_PER_S
-from analysis.verdict import not_the_network
+from analysis.verdict import not_the_network, wait_fraction
 
 #: The measured verdict of a run that stopped (the model section's `measured.verdict`).
 HUNG = "hung"
@@ -140,9 +141,14 @@ def _replay_in_context(report: Mapping[str, Any], model: dict) -> dict:
         return model
     if measured.get("verdict") != "communication wall":
         return model
+    summary = report.get("summary") or {}
+    if mostly_waiting(wait_fraction(summary)):
+        return model  # its reason already says the exposed communication is waiting
+    share = summary.get("exposed_comm_share")
     subject = "a late rank's pace" if beyond["key"] == "straggler_fixed" else "idle time"
     reason = (
-        f"the replay shows {subject}, not the network, sets the step: fixing it saves "
+        (f"exposed communication is {100 * share:.1f}% of the step, but " if share else "")
+        + f"the replay shows {subject}, not the network, sets the step: fixing it saves "
         f"{beyond['saving_ms']:.1f} ms per step, hiding all exposed communication "
         f"{beyond['comm_hidden_saving_ms']:.1f} ms (see the diagnosis)"
     )
