@@ -26,7 +26,7 @@ from typing import Any
 from analysis import policy
 from analysis.stopped import before_the_hang, stop_sentence
 from analysis.summary import PART_LABELS
-from analysis.verdict import BOUNDS, best_fix, not_the_network
+from analysis.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
 #: Non-compute parts that can be a cause, with the class each one names.
 CAUSES: dict[str, tuple[str, str]] = {
@@ -226,13 +226,6 @@ def _outlier_step_sentence(report: Mapping[str, Any]) -> str | None:
     )
 
 
-def _traced_part(report: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(ranks traced, world size) when the traces hold only some of the job's ranks."""
-    info = report.get("run_info") or {}
-    world, traced = info.get("world_size"), info.get("n_ranks")
-    return (traced, world) if world and traced and traced < world else None
-
-
 def _host_copies(s: Mapping[str, Any]) -> bool:
     """Whether most of the memory copy time is host <-> device transfers."""
     share = s.get("memory_host_device_share")
@@ -393,11 +386,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     if host_copies and big[0] == "memory_only_ms":
         label = HOST_COPIES
     # the replay says a late rank's pace (or idle time), not the network, sets the step
-    # (only with collectives matched on every rank: a replay of a few of the job's ranks, or of
-    # one, cannot tell what sets the step)
     matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
-    partial = _traced_part(report) if matched else None
-    beyond = not_the_network(report) if wall and not marginal and matched and not partial else None
+    partial = traced_part(report) if matched else None
+    beyond = not_the_network(report) if wall and not marginal else None
     set_by = _subject(report, beyond["key"]) if beyond else None
     if beyond and cause in ("bandwidth", "synchronisation"):
         if beyond["key"] == "straggler_fixed":

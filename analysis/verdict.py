@@ -69,8 +69,12 @@ def best_fix(report: Mapping[str, Any]) -> dict | None:
 def not_the_network(report: Mapping[str, Any]) -> dict | None:
     """The replay's largest fix when it changes no transfer and saves more than hiding all
     exposed communication would: then that fix's subject (a late rank's pace, idle time), not
-    the network, sets the step, whatever share the decomposition gives transfer. The one rule
-    the diagnosis, the model's measured verdict and the checklist follow."""
+    the network, sets the step, whatever share the decomposition gives transfer. Only where
+    collectives are matched on every rank of the job: a replay of one rank, or of a few of many
+    (`run_info` n_ranks below world_size), cannot tell what sets the step. The one rule the
+    diagnosis, the model's measured verdict and the checklist follow."""
+    if not (report.get("stragglers") or {}).get("ranks") or traced_part(report):
+        return None
     fix = best_fix(report)
     if fix is None or fix["key"] not in NOT_COMM_FIXES:
         return None
@@ -79,3 +83,10 @@ def not_the_network(report: Mapping[str, Any]) -> dict | None:
     if bound is None or fix["saving_ms"] <= bound["saving_ms"]:
         return None
     return {**fix, "comm_hidden_saving_ms": bound["saving_ms"]}
+
+
+def traced_part(report: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(ranks traced, world size) when the traces hold only some of the job's ranks."""
+    info = report.get("run_info") or {}
+    world, traced = info.get("world_size"), info.get("n_ranks")
+    return (traced, world) if world and traced and traced < world else None
