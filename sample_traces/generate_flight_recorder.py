@@ -83,6 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not 0 <= a.culprit < a.ranks:
         p.error("--culprit must be a rank")
+    if a.good < 1:  # the ground truth names the last good all-reduce, and the dumps' check too
+        p.error("--good must be at least 1")
     return a
 
 

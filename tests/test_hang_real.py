@@ -194,3 +194,20 @@ def test_the_op_sentence(con):
         f"{t['culprit_rank']} called {t['culprit_op']} where ranks 0, 2, 3 called "
         f"{t['expected_op']}."
     )
+
+
+def test_generator_refuses_a_job_without_good_collectives(capsys):
+    """The generator's ground truth names the last good all-reduce (seq --good), so --good 0
+    has no truth to write: it is refused before torch is imported, with the reason."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "generate_flight_recorder", SAMPLES / "generate_flight_recorder.py"
+    )
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    with pytest.raises(SystemExit) as e:
+        gen.parse_args(["--out", "x", "--fault", "skip", "--good", "0"])
+    assert e.value.code == 2
+    assert "--good must be at least 1" in capsys.readouterr().err
+    assert gen.parse_args(["--out", "x", "--fault", "skip", "--good", "1"]).good == 1

@@ -173,6 +173,23 @@ def test_timeline_joins_trace_collectives_by_seq_or_order(con):
     assert q(con, "SELECT seq, trace_ts, join_key FROM hang_timeline(1, 2)")[0] == (2, 250, "seq")
 
 
+def test_timeline_does_not_number_unnamed_trace_groups_together(con):
+    """Rank 0 is in groups '0' and '1', each counting seq from 1; its trace names no group, so
+    its 2nd all-reduce by start (ts 200, group '1''s seq 1 in truth) is no evidence for group
+    '0''s seq 2: no entry is matched. A trace that names the groups is matched per group."""
+    job(con, {0: [entry(0, 1), entry(0, 2), entry(0, 1, pg="1")]}, members=(0,))
+    con.execute(
+        "INSERT INTO collectives (run_id, file_id, rank, ts, dur, op, pg_name, seq) VALUES "
+        "(1, 5, 0, 100, 1, 'allreduce', NULL, NULL), (1, 5, 0, 200, 1, 'allreduce', NULL, NULL),"
+        "(1, 5, 0, 300, 1, 'allreduce', NULL, NULL)"
+    )
+    got = q(con, "SELECT pg_name, seq, trace_ts FROM hang_timeline(1, 5)")
+    assert got == [("0", 1, None), ("0", 2, None), ("1", 1, None)]
+    con.execute("UPDATE collectives SET pg_name = CASE ts WHEN 200 THEN '1' ELSE '0' END")
+    got = q(con, "SELECT pg_name, seq, trace_ts, join_key FROM hang_timeline(1, 5)")
+    assert got == [("0", 1, 100, "order"), ("0", 2, 300, "order"), ("1", 1, 200, "order")]
+
+
 T0 = 1_795_460_941_000_000_000  # ns since the epoch, as Flight Recorder and Kineto write them
 MIN = 60_000_000_000
 

@@ -19,7 +19,9 @@
 -- and, when the trace names groups, the same group name; and, where the entry has a
 -- time_created_ns and the rank's trace an absolute time base, whose start lies within ten
 -- minutes of it (the same call is traced when it is enqueued: traces of an earlier window of
--- the job, numbered from their own first collective, would otherwise match by order).
+-- the job, numbered from their own first collective, would otherwise match by order). A trace
+-- that does not name groups is matched only for ranks whose dump holds one group: seq ids
+-- count per group, and the trace's collectives of all groups would be numbered together.
 CREATE OR REPLACE TEMP MACRO hang_timeline(rid, n) AS TABLE
 WITH e AS (
     SELECT *, row_number() OVER (PARTITION BY pg_name, rank ORDER BY seq DESC) AS back
@@ -30,6 +32,9 @@ k AS (
         row_number() OVER (PARTITION BY rank, pg_name ORDER BY ts, dur) AS ord
     FROM collectives WHERE run_id = rid
 ),
+one_group AS (
+    SELECT rank FROM hang_entries(rid) GROUP BY rank HAVING count(DISTINCT pg_name) = 1
+),
 absolute AS (
     SELECT DISTINCT rank FROM ranks
     WHERE run_id = rid AND time_base IS NOT NULL AND time_base <> 'unknown'
@@ -38,7 +43,8 @@ m AS (
     SELECT e.pg_name, e.rank, e.seq, k.ts, k.dur,
         CASE WHEN k.seq IS NOT NULL THEN 'seq' ELSE 'order' END AS join_key
     FROM e JOIN k ON k.rank = e.rank AND k.op = e.op
-        AND (k.pg_name IS NULL OR k.pg_name = e.pg_name)
+        AND (k.pg_name = e.pg_name
+            OR k.pg_name IS NULL AND e.rank IN (SELECT rank FROM one_group))
         AND coalesce(k.seq, k.ord) = e.seq
         AND (e.time_created_ns IS NULL OR e.rank NOT IN (SELECT rank FROM absolute)
             OR abs(k.ts - e.time_created_ns) <= 600000000000)
