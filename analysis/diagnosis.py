@@ -24,7 +24,7 @@ from statistics import median
 from typing import Any
 
 from analysis import policy
-from analysis.stopped import before_the_hang, stop_sentence
+from analysis.stopped import before_the_hang, crash_stop, stop_sentence
 from analysis.summary import PART_LABELS
 from analysis.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -51,6 +51,7 @@ STRAGGLER_SET = (
 )
 #: The label of a job that stopped (analysis/stopped.py).
 HUNG_LABEL = "hung: a collective never completed"
+DIED_LABEL = "died: ranks stopped on an error of their own"
 
 #: A rank not named among the culprits is "close behind" when its share of the waiting is
 #: within this fraction of the last named one's.
@@ -338,21 +339,22 @@ def _prediction_sentence(report: Mapping[str, Any], wall: bool) -> str | None:
 def diagnose(report: Mapping[str, Any]) -> dict:
     """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix, and the
     paragraph that leads the text report, the Overview and the export. `points` holds the
-    paragraph's sentences by topic, in order: "hang", "what" (the parts and what dominates),
-    "bandwidth" (busbw, or why transfer and waiting cannot be told apart), "who" (the ranks
-    causing the waiting and why), "whatif" (the replay), "fix" (the largest single fix),
-    "model" (when the α-β model disagrees)."""
+    paragraph's sentences by topic, in order: "hang" (the job hung or died), "what" (the parts
+    and what dominates), "bandwidth" (busbw, or why transfer and waiting cannot be told
+    apart), "who" (the ranks causing the waiting and why), "whatif" (the replay), "fix" (the
+    largest single fix), "model" (when the α-β model disagrees)."""
     s = report.get("summary") or {}
     step = s.get("step_ms")
     stop = stop_sentence(report)
+    died = crash_stop(report)  # the job died of an error: the traces end there, not in a hang
     if not step:
         if stop:
             return {
                 "available": True,
                 "wall": True,
-                "cause": "hang",
-                "label": HUNG_LABEL,
-                "causes": ["hang"],
+                "cause": "crash" if died else "hang",
+                "label": DIED_LABEL if died else HUNG_LABEL,
+                "causes": ["crash" if died else "hang"],
                 "shares": {},
                 "culprits": [],
                 "fix": None,
@@ -494,7 +496,10 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     sentences.append(("model", _prediction_sentence(report, wall)))
     earlier = before_the_hang(report)
-    if earlier:
+    if died:
+        # the job died of an error: what killed it first, then the diagnosis of what was traced
+        sentences = [("hang", died), *sentences]
+    elif earlier:
         # a profiled window earlier in the job: the hang first, then that window's diagnosis
         sentences = [("hang", stop), ("hang", earlier), *sentences]
         cause, label, big = "hang", HUNG_LABEL, ["hang", *big]

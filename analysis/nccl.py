@@ -130,6 +130,70 @@ def _problems(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, dict]:
     return out
 
 
+def _crashed(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    """The ranks that died of an error of their own (nccl_crashes), what each died of and
+    NCCL's last error quoted under it; `unattributed`: crash lines of no known rank."""
+    rows = _rows(con, "nccl_crashes", rid)
+    by_rank = [
+        {
+            "rank": r["rank"],
+            "crash": r["crash"],
+            "last_error": r["last_error"],
+            **(_where(con, r["first_file_id"], r["first_line"]) or {}),
+        }
+        for r in rows
+        if r["rank"] is not None
+    ]
+    other = next((r for r in rows if r["rank"] is None), None)
+    return {
+        "ranks": [r["rank"] for r in by_rank],
+        "by_rank": by_rank,
+        "unattributed": other["n_crash_lines"] if other else 0,
+        "unattributed_first": None
+        if other is None
+        else {
+            "crash": other["crash"],
+            "last_error": other["last_error"],
+            **(_where(con, other["first_file_id"], other["first_line"]) or {}),
+        },
+    }
+
+
+def crash_sentence(crashed: Mapping[str, Any]) -> str | None:
+    """Who died of what, in one clause per distinct cause (`ranks 1-7 died of NCCL error in:
+    ..., invalid usage ...; NCCL's last error: NET/IB : ...`); None when no rank died."""
+    causes: dict[tuple, list[int]] = {}
+    for r in crashed.get("by_rank") or []:
+        causes.setdefault((r["crash"], r["last_error"]), []).append(r["rank"])
+    parts = [
+        f"{_ranks_text(ranks)} died of {crash}" + (f" (NCCL's last error: {last})" if last else "")
+        for (crash, last), ranks in causes.items()
+    ]
+    other, n = crashed.get("unattributed_first"), crashed.get("unattributed") or 0
+    if other:
+        parts.append(
+            f"{'a process' if n == 1 else f'{n} crash lines'} of no known rank "
+            f"{'died' if n == 1 else 'say the first died'} of {other['crash']}"
+            + (f" (NCCL's last error: {other['last_error']})" if other["last_error"] else "")
+        )
+    return "; ".join(parts) or None
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """`rank 3`, or `ranks 1-7` / `ranks 0, 2, 5` (runs of consecutive ranks joined)."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return "ranks " + ", ".join(
+        f"{x[0]}-{x[-1]}" if len(x) > 2 else ", ".join(map(str, x)) for x in runs
+    )
+
+
 def _collnet_fallback(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     rows = _rows(con, "nccl_collnet_fallbacks", rid)
     first = None
@@ -228,6 +292,9 @@ def _findings(s: dict[str, Any]) -> list[str]:
                 f"{'; '.join(why)} — likely culprit(s); {len(t['waiting'])} rank(s) waited "
                 "for them"
             )
+    died = crash_sentence(s["crashed"]) if not s["timeouts"]["collectives"] else None
+    if died:
+        out.append(died)
     out += notable_env(s)
     if s["version_mismatch"]:
         out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")
@@ -271,6 +338,7 @@ def empty_section() -> dict[str, Any]:
         "communicators": [], "collnet_fallback": {"processes": 0, "first": None}, "env": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
         "aborts": {"count": 0, "first": None},
+        "crashed": {"ranks": [], "by_rank": [], "unattributed": 0, "unattributed_first": None},
         "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
                      "traced": None},
         "collectives": {"calls": 0, "by_op": [], "per_step": [], "aligned_ranks": []},
@@ -317,6 +385,7 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s["env"] = _env(con, rid)
     s.update(_problems(con, rid))
     s["timeouts"]["collectives"] = _timeout_collectives(con, rid)
+    s["crashed"] = _crashed(con, rid)
     if s["timeouts"]["count"]:
         traced = _rows(con, "nccl_timeout_traced", rid)[0]
         s["timeouts"].update(in_traces=traced["in_traces"], traced=traced)

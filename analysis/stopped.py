@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis.model.step import mostly_waiting
+from analysis.nccl import crash_sentence
 from analysis.units import NS_PER_MS, NS_PER_S
 from analysis.verdict import not_the_network, wait_fraction
 
@@ -30,7 +31,8 @@ HUNG_FIGURES = (
 
 def stop_sentence(report: Mapping[str, Any]) -> str | None:
     """The job stopped, in one sentence: the Flight Recorder's cause, else NCCL's watchdog
-    timeouts; None when neither says it stopped."""
+    timeouts, else the ranks that died of an error of their own (`crash_stop`); None when
+    nothing says it stopped."""
     if _fr_stop(report):
         return f"The job hung. {(report.get('hang') or {}).get('verdict')}"
     nccl = report.get("nccl") or {}
@@ -48,7 +50,20 @@ def stop_sentence(report: Mapping[str, Any]) -> str | None:
             + (" " if first else "")
             + "Flight Recorder dumps of every rank name the rank that never entered it."
         )
-    return None
+    return crash_stop(report)
+
+
+def crash_stop(report: Mapping[str, Any]) -> str | None:
+    """The job died, in one sentence, when its NCCL logs show ranks dying of an error of their
+    own (a `what():` or fatal exception, with NCCL's last error where PyTorch quotes it) and no
+    watchdog timeout or hang explains the stop; None otherwise. The traces' figures are not
+    withheld for it: a job that died ends its traces at the error, not inside a collective that
+    waited until a timeout."""
+    nccl = report.get("nccl") or {}
+    if _fr_stop(report) or (nccl.get("timeouts") or {}).get("count"):
+        return None
+    died = crash_sentence(nccl.get("crashed") or {})
+    return f"The job died: {died}." if died else None
 
 
 def _stopped(report: Mapping[str, Any]) -> bool:

@@ -233,3 +233,52 @@ def test_one_process_driving_every_gpu_holds_one_communicator(tmp_path):
     (c,) = s["communicators"]
     assert (c["nranks"], c["ranks_logged"], c["ring"]) == (8, 8, list(range(8)))
     assert s["ranks"]["with_log"] == list(range(8)) and s["ranks"]["without_log"] == []
+
+
+def _died_by_hand(path) -> tuple[dict[int, int], dict[int, str], dict[int, str]]:
+    """Read from the raw text by plain Python: the rank each srun tag's NCCL process holds
+    (`N: host:pid:tid [d] NCCL INFO ncclCommInitRankConfig ... rank R nranks ...`), the tags
+    whose lines carry `what():  NCCL error in:` and, per tag, the line after its `N: Last
+    error:`."""
+    import gzip
+    import re
+
+    init = re.compile(r"^(\d+): \S+ \[\d+\] NCCL INFO ncclCommInitRank\w* comm \S+ rank (\d+) ")
+    lines = gzip.open(path, "rt", errors="replace").read().splitlines()
+    rank_of: dict[int, set[int]] = {}
+    died, last = {}, {}
+    for i, text in enumerate(lines):
+        if m := init.match(text):
+            rank_of.setdefault(int(m[1]), set()).add(int(m[2]))
+        if m := re.match(r"^(\d+):\s+what\(\):\s+(NCCL error in: .*)$", text):
+            died[int(m[1])] = m[2]
+        if m := re.match(r"^(\d+): Last error:$", text):
+            last[int(m[1])] = lines[i + 1].split(": ", 1)[1]
+    return {t: min(r) for t, r in rank_of.items() if len(r) == 1}, died, last
+
+
+def test_ranks_that_died_of_an_nccl_error_are_named_with_nccls_last_error(tmp_path):
+    """019 died at communicator creation: `7: terminate called after throwing an instance of
+    'c10::DistBackendError'` (line 4375), `7:   what():  NCCL error in: .../NCCLUtils.cpp:77,
+    invalid usage` (line 4376), and two lines below `7: Last error:` / `7: NET/IB : Requested
+    properties for vNic 8, only 8 vNics have been created` (lines 4378-4379); the same for the
+    tags 1-6, whose NCCL processes hold ranks 1-6 (line 60 for tag 7: `ncclCommInitRankConfig
+    ... rank 7 nranks 8`); no watchdog timeout anywhere. The report said "no step time could be
+    measured" and named no rank."""
+    from analysis.stopped import crash_stop
+
+    (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["019"]]).values()
+    rank_of, died, last = _died_by_hand(LOGS["019"].path)
+    assert sorted(died) == [1, 2, 3, 4, 5, 6, 7] and all(rank_of[t] == t for t in died)
+    assert s["timeouts"]["count"] == 0
+    c = s["crashed"]
+    assert c["ranks"] == sorted(rank_of[t] for t in died) and c["unattributed"] == 0
+    for r in c["by_rank"]:
+        tag = next(t for t in died if rank_of[t] == r["rank"])
+        assert (r["crash"], r["last_error"]) == (died[tag], last[tag])
+    assert c["by_rank"][-1]["line"] == 4376  # rank 7's what(), the first in the file
+    sentence = crash_stop({"nccl": s})
+    assert sentence.startswith("The job died: ranks 1-7 died of NCCL error in:")
+    assert "Requested properties for vNic 8, only 8 vNics have been created" in sentence
+    assert sentence.count("died of") == 1  # one cause, said once for the seven ranks
+    assert any(f.startswith("ranks 1-7 died of") for f in s["findings"])

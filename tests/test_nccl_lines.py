@@ -369,3 +369,52 @@ def test_pytorch_lines_land_in_tables():
 )
 def test_lines_that_are_no_fatal_exception(line):
     assert classify(line) is None
+
+
+@pytest.mark.parametrize(
+    "lines,expected",
+    [
+        # srun --label: the exception's what() and NCCL's last error two lines below it
+        (
+            ["3: terminate called after throwing an instance of 'c10::DistBackendError'",
+             "3:   what():  NCCL error in: NCCLUtils.cpp:77, invalid usage (run with "
+             "NCCL_DEBUG=WARN for details), NCCL version 2.25.1",
+             "3: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+             "3: Last error:",
+             "3: NET/IB : Requested properties for vNic 8, only 8 vNics have been created"],
+            [("crash", 3, "launcher_tag", "NCCL error in: NCCLUtils.cpp:77, invalid usage (run "
+              "with NCCL_DEBUG=WARN for details), NCCL version 2.25.1"),
+             ("last_error", 3, "launcher_tag",
+              "NET/IB : Requested properties for vNic 8, only 8 vNics have been created")],
+        ),
+        # PyTorch's own rank prefix names the rank for sure
+        (
+            ["[rank5]:   what():  NCCL error in: x.cpp:1, unhandled system error",
+             "[rank5]: Last error:", "[rank5]: socketPollConnect: Connect returned Connection refused"],
+            [("crash", 5, "header", "NCCL error in: x.cpp:1, unhandled system error"),
+             ("last_error", 5, "header", "socketPollConnect: Connect returned Connection refused")],
+        ),
+        # the next line is another rank's: no last error is read from it
+        (
+            ["2: Last error:", "4: NET/IB : something of rank 4"],
+            [],
+        ),
+        # no tag at all: the crash is kept, of no known rank
+        (
+            ["  what():  NCCL error in: x.cpp:1, internal error", "Last error:", "bad thing"],
+            [("crash", None, None, "NCCL error in: x.cpp:1, internal error"),
+             ("last_error", None, None, "bad thing")],
+        ),
+    ],
+)  # fmt: skip
+def test_the_error_a_rank_died_of_and_nccls_last_error(lines, expected):
+    out = run(*lines)
+    got = [
+        (r["kind"], r["rank"], r["rank_source"], r["message"])
+        for r in out["nccl_timeouts"]
+        if r["kind"] in ("crash", "last_error")
+    ]
+    assert got == expected
+    # the what() is still counted among the NCCL errors
+    n_what = sum("what():" in s and "NCCL error" in s for s in lines)
+    assert sum(w["kind"] == "torch_nccl_error" for w in out["nccl_warnings"]) == n_what

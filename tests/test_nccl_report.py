@@ -177,3 +177,48 @@ def test_run_without_nccl_log(tmp_path):
     assert s == empty_section()
     assert s["present"] is False and "NCCL_DEBUG=INFO" in s["hint"]
     assert set(REQUIRED) <= set(s) and s["gdr"] is None and s["transports"] == []
+
+
+CRASH_TAIL = [
+    "{tag}   what():  NCCL error in: x.cpp:1, unhandled system error",
+    "{tag} Last error:",
+    "{tag} socketPollConnect: Connect returned Connection refused",
+]
+
+
+@pytest.mark.parametrize(
+    "tags,crash_tag,ranks,unattributed",
+    [
+        # srun -l, one task per GPU: tag N is the process of rank N (its init line says so)
+        (("2:", "3:"), "3:", [3], 0),
+        # srun -l over one torchrun per node: both of node 1's processes carry `1:`, so the
+        # tag is the node's task number, no rank: the crash is of no known rank
+        (("1:", "1:"), "1:", [], 1),
+    ],
+)
+def test_a_crash_under_a_launcher_tag_is_a_rank_only_where_the_tag_is_one(
+    tmp_path, tags, crash_tag, ranks, unattributed
+):
+    """Two processes (ranks 2 and 3 of a 4-rank communicator, by their init lines), then one
+    of them dies of an NCCL error under a launcher tag."""
+    from analysis.stopped import crash_stop
+
+    lines = [
+        f"{tag} nodeA:{100 + i}:{110 + i} [{i}] NCCL INFO ncclCommInitRank comm 0x{i + 1} rank "
+        f"{2 + i} nranks 4 cudaDev {i} busId {i + 1}000 commId 0xabc - Init START"
+        for i, tag in enumerate(tags)
+    ] + [s.format(tag=crash_tag) for s in CRASH_TAIL]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    con = store.connect(tmp_path / "s.duckdb")
+    assert store.ingest(con, "r", [log]).committed
+    s = nccl_section(load_modules(con), 1)
+    c = s["crashed"]
+    assert (c["ranks"], c["unattributed"]) == (ranks, unattributed)
+    died = crash_stop({"nccl": s})
+    cause = "NCCL error in: x.cpp:1, unhandled system error (NCCL's last error: "
+    who = f"rank {ranks[0]} died of " if ranks else "a process of no known rank died of "
+    assert (
+        died
+        == f"The job died: {who}{cause}socketPollConnect: Connect returned Connection refused)."
+    )

@@ -70,6 +70,31 @@ FROM cats c LEFT JOIN x USING (category)
 GROUP BY c.category
 ORDER BY list_position(['warning', 'error', 'timeout'], c.category);
 
+-- nccl_crash_rows(rid): the crash and last_error rows of run `rid` (nccl_timeouts) with
+-- their global rank.
+--   rid       run_id.
+--   returns   file_id, line_no, kind (crash | last_error), seq, message,
+--             rank      the row's own rank; for a launcher tag's number (rank_source
+--                       launcher_tag), the rank that the same file's NCCL processes with that
+--                       tag hold when they all hold one and the same (nccl_proc_ranks), else
+--                       NULL: `srun --label` numbers tasks, and one task per node (torchrun
+--                       under srun) makes the tag a node's number, not a rank.
+-- Algorithm: a left join of the rows to the tags whose processes agree on one rank.
+CREATE OR REPLACE TEMP MACRO nccl_crash_rows(rid) AS TABLE
+WITH tags AS (
+    SELECT p.file_id, p.tag_rank, min(r.rank) AS rank
+    FROM nccl_processes p JOIN nccl_proc_ranks(rid) r USING (file_id, proc)
+    WHERE p.run_id = rid AND p.tag_rank IS NOT NULL
+    GROUP BY ALL
+    HAVING count(DISTINCT r.rank) = 1 AND count(r.rank) = count(*)
+)
+SELECT x.file_id, x.line_no, x.kind, x.seq, x.message,
+    CASE WHEN x.rank_source = 'launcher_tag' THEN g.rank ELSE x.rank END AS rank
+FROM nccl_timeouts x
+LEFT JOIN tags g ON x.rank_source = 'launcher_tag' AND g.file_id = x.file_id
+    AND g.tag_rank = x.rank
+WHERE x.run_id = rid AND x.kind IN ('crash', 'last_error');
+
 -- nccl_timeout_ranks(rid): for every collective a watchdog timed out on in run `rid`, the
 -- state of every rank of the job.
 --   rid       run_id.
@@ -113,14 +138,15 @@ progress AS (
 ),
 crashes AS (
     SELECT rank, arg_min(message, (file_id, line_no)) AS crash
-    FROM nccl_timeouts
-    WHERE run_id = rid AND kind = 'crash' AND rank IS NOT NULL
+    FROM nccl_crash_rows(rid)
+    WHERE kind = 'crash' AND rank IS NOT NULL
     GROUP BY rank
 ),
 ranks AS (
     SELECT unnest(range(greatest(
         coalesce((SELECT world_size FROM nccl_world(rid)), 0),
-        coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid), 0)
+        coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid
+                  AND rank_source IS DISTINCT FROM 'launcher_tag'), 0)
     )))::INTEGER AS rank
 )
 SELECT t.pg, t.seq, t.op_type, r.rank,
@@ -137,6 +163,33 @@ FROM t CROSS JOIN ranks r
 LEFT JOIN progress p ON p.rank = r.rank AND p.pg IS NOT DISTINCT FROM t.pg
 LEFT JOIN crashes k ON k.rank = r.rank
 ORDER BY t.pg, t.seq, r.rank;
+
+-- nccl_crashes(rid): the ranks of run `rid` that died of an error of their own, each with
+-- what it died of (a `what():` quoting a watchdog timeout is the watchdog killing a rank that
+-- waited: nccl_timeout_ranks tells those apart).
+--   rid       run_id.
+--   returns   rank          global rank (nccl_crash_rows; NULL: the crashes of no known rank,
+--                           one row for all of them),
+--             n_crash_lines its crash lines,
+--             crash         the first (file order),
+--             last_error    the first NCCL last error quoted under the rank's crash (NULL:
+--                           none quoted),
+--             first_file_id, first_line   where the first crash line is.
+--   Ordered by rank, NULL last.
+-- Algorithm: crash rows without a seq, and last_error rows, grouped by rank; a rank with a
+-- last error but no such crash line is left out.
+CREATE OR REPLACE TEMP MACRO nccl_crashes(rid) AS TABLE
+SELECT rank,
+    count(*) FILTER (WHERE kind = 'crash') AS n_crash_lines,
+    arg_min(message, (file_id, line_no)) FILTER (WHERE kind = 'crash') AS crash,
+    arg_min(message, (file_id, line_no)) FILTER (WHERE kind = 'last_error') AS last_error,
+    arg_min(file_id, (file_id, line_no)) FILTER (WHERE kind = 'crash') AS first_file_id,
+    arg_min(line_no, (file_id, line_no)) FILTER (WHERE kind = 'crash') AS first_line
+FROM nccl_crash_rows(rid)
+WHERE kind = 'last_error' OR seq IS NULL
+GROUP BY rank
+HAVING n_crash_lines > 0
+ORDER BY rank NULLS LAST;
 
 -- nccl_timeout_traced(rid): whether the traces of run `rid` reach a collective that NCCL's
 -- watchdog timed out on. A traced hung collective lasts until the timeout (ten minutes by

@@ -5,8 +5,8 @@
 --   rid       run_id.
 --   returns   world_size   the largest of: trace world sizes, NCCL communicator sizes (also
 --                          the `[nranks=N]` of COLL lines and the length of a whole ring
---                          order), and 1 + the highest rank named by a watchdog line (NULL:
---                          none known).
+--                          order), and 1 + the highest rank named by a watchdog line (not
+--                          by a launcher tag; NULL: none known).
 -- Algorithm: max over the sources.
 CREATE OR REPLACE TEMP MACRO nccl_world(rid) AS TABLE
 SELECT nullif(greatest(
@@ -15,7 +15,8 @@ SELECT nullif(greatest(
     coalesce((SELECT max(nranks) FROM nccl_colls WHERE run_id = rid), 0),
     coalesce((SELECT max(len(ring)) FROM nccl_channels
               WHERE run_id = rid AND kind = 'ring' AND NOT coalesce(truncated, false)), 0),
-    coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid), 0)
+    coalesce((SELECT max(rank) + 1 FROM nccl_timeouts
+              WHERE run_id = rid AND rank_source IS DISTINCT FROM 'launcher_tag'), 0)
 ), 0) AS world_size;
 
 -- nccl_proc_ranks(rid): one row per NCCL log process of run `rid`, with its global rank.
@@ -96,6 +97,7 @@ mapped AS (
         SELECT rank, n FROM procs
         UNION ALL
         SELECT DISTINCT rank, 0 FROM nccl_timeouts WHERE run_id = rid AND rank IS NOT NULL
+            AND rank_source IS DISTINCT FROM 'launcher_tag'
         UNION ALL  -- the ranks a process holds of one communicator as large as the job
                    -- when it holds several (ncclCommInitAll over a node's GPUs)
         SELECT DISTINCT c.rank, 0

@@ -28,13 +28,18 @@ OLD_WARN = r":[0-9]+:[0-9]+ \[[0-9]+\] (?:[^ ]+:[0-9]+ )?WARN "
 PY_EXCEPTION = r"\[rank[0-9]+\]: [A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Interrupt): "
 
 
+#: The line before NCCL's last error in PyTorch's exception text (torch_lines.LAST_ERROR).
+LAST_ERROR = "Last error:"
+
+
 def classify_lines(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Row numbers of the COLL candidates (NCCL lines with ` opCount `) and of the other
-    lines mentioning NCCL (or shaped like an old NCCL warning, or a rank's fatal Python
-    exception)."""
+    lines mentioning NCCL (or shaped like an old NCCL warning, a rank's fatal Python
+    exception, or the line before NCCL's last error)."""
     nccl = np.asarray(pc.match_substring(lines, "NCCL"))
     if not nccl.all():
         nccl |= np.asarray(pc.match_substring_regex(lines, OLD_WARN))
+        nccl |= np.asarray(pc.match_substring(lines, LAST_ERROR))
         ranked = np.flatnonzero(~nccl & np.asarray(pc.match_substring(lines, "[rank")))
         if ranked.size:
             hit = pc.match_substring_regex(lines.take(pa.array(ranked)), PY_EXCEPTION)

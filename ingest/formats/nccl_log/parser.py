@@ -40,7 +40,13 @@ from ingest.formats.nccl_log.prefix import (
     outer,
 )
 from ingest.formats.nccl_log.tables import SCHEMAS, Spool, column, rows_table
-from ingest.formats.nccl_log.torch_lines import TIMEOUT, TorchLine, classify
+from ingest.formats.nccl_log.torch_lines import (
+    TIMEOUT,
+    TorchLine,
+    classify,
+    crash_of_error,
+    last_error,
+)
 from ingest.schema import TEXT_CUT
 
 #: Distinct line heads remembered by the COLL fast path before the cache is reset.
@@ -268,6 +274,11 @@ class LogParser:
 
     def _unprefixed(self, line: str, after: bytes) -> bool:
         t = classify(line)
+        if t is None and "Last error:" in line:
+            quoted = last_error(line, clean(after))
+            if quoted is not None:  # not counted: neither an NCCL line nor a c10d one
+                self._torch(quoted)
+                return True
         v = g.BARE_VERSION.search(line) if t is None else None
         if v:
             self.bare.append((outer(line[: v.start()]), v))
@@ -292,6 +303,9 @@ class LogParser:
                 self._unknown(None, "torch", line)
                 return False
             self._torch(t)
+            crash = crash_of_error(line, t)
+            if crash is not None:  # the rank died of it: a crash row as well as the error
+                self._torch(crash)
             self.count["recognised"] += 1
         elif LEVEL_TOKEN.search(line):
             self.count["nccl"] += 1

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ingest.formats.nccl_log.prefix import outer
+
 C = re.compile
 
 #: c10 log headers: PyTorch >= 2.2 (`[rank3]:[E1104 10:15:42.1 File.cpp:616] `, rank tag
@@ -57,12 +59,16 @@ NCCL_ERROR = C(
     r"NCCL error in: (?P<where>\S+?),? (?P<what>.*?)(?:, NCCL version (?P<ver>\d+\.\d+\.\d+\S*))?$"
 )
 TEST_FAILURE = C(r"Test NCCL failure (?P<where>\S+) '(?P<what>[^']*)'")
+#: PyTorch's NCCL exception text carries NCCL's own last error on the line after this one
+#: (`Last error:` / `NET/IB : Requested properties for vNic 8, ...`), under the same tag.
+LAST_ERROR = C(r"^(?P<pre>.*?)Last error:\s*$")
 
 
 @dataclass
 class TorchLine:
-    """One recognised PyTorch line. `kind`: timeout | progress | heartbeat | dump | crash (a
-    row of nccl_timeouts) or error (a row of nccl_warnings) or other (an unknown c10d line)."""
+    """One recognised PyTorch line. `kind`: timeout | progress | heartbeat | dump | crash |
+    last_error (a row of nccl_timeouts) or error (a row of nccl_warnings) or other (an unknown
+    c10d line)."""
 
     kind: str
     fields: dict = field(default_factory=dict)
@@ -83,6 +89,45 @@ def _identity(msg: str, header_rank: str | None) -> dict:
         if out["rank"] is None and (out["pg"] == "0" or out["pg_desc"] == "default_pg"):
             out["rank"], out["rank_source"] = out["pg_rank"], "default_pg"
     return out
+
+
+def launcher_rank(prefix: str) -> dict:
+    """The rank a launcher's tag in front of a PyTorch line names (`7:   what(): ...` under
+    srun --label): rank and rank_source 'launcher_tag' (the analysis keeps it only where the
+    log's NCCL processes with that tag all hold that one rank), or 'header' for PyTorch's own
+    `[rankN]:`; no rank when the text names none."""
+    o = outer(prefix)
+    if o.tag_rank is None:
+        return {}
+    source = "header" if (o.tag or "").startswith("[rank") else "launcher_tag"
+    return {"rank": o.tag_rank, "rank_source": source}
+
+
+def crash_of_error(line: str, t: TorchLine) -> TorchLine | None:
+    """The crash an NCCL error line also is: the `what():` of the exception a rank died of
+    (`terminate called after throwing ... what():  NCCL error in: ..., invalid usage`), with
+    the rank its header or launcher tag names; None for any other error line."""
+    if t.kind != "error" or "what():" not in line:
+        return None
+    at = line.index("what():")
+    f = {k: t.fields.get(k) for k in ("rank", "rank_source", "pg", "pg_desc", "pg_rank")}
+    if f["rank"] is None:
+        f.update(launcher_rank(line[:at]))
+    return TorchLine("crash", f, line[at + len("what():") :].strip())
+
+
+def last_error(line: str, after: str) -> TorchLine | None:
+    """NCCL's last error quoted under a crash (`Last error:` and, on the next line under the
+    same tag, its text), as a last_error row with the tag's rank; None when `line` is not that
+    or the next line is not under the same tag."""
+    m = LAST_ERROR.match(line)
+    if m is None:
+        return None
+    pre = m.group("pre")
+    text = after[len(pre) :].strip() if after.startswith(pre) else ""
+    if not text or LAST_ERROR.match(after):
+        return None
+    return TorchLine("last_error", launcher_rank(pre), text)
 
 
 def classify(line: str) -> TorchLine | None:
