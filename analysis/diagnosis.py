@@ -51,6 +51,8 @@ STRAGGLER_SET = (
 )
 #: The label of a job that stopped (analysis/stopped.py).
 HUNG_LABEL = "hung: a collective never completed"
+#: Findings of the NCCL logs quoted by the paragraph of a run without a step time.
+LOG_FINDINGS = 2
 DIED_LABEL = "died: ranks stopped on an error of their own"
 
 #: A rank not named among the culprits is "close behind" when its share of the waiting is
@@ -336,6 +338,15 @@ def _prediction_sentence(report: Mapping[str, Any], wall: bool) -> str | None:
     )
 
 
+def _logs_say(report: Mapping[str, Any]) -> str:
+    """For a run without a step time: what its NCCL logs found (their first findings), so
+    that a run of logs alone still reads as more than "not available"; empty without any."""
+    found = ((report.get("nccl") or {}).get("findings") or [])[:LOG_FINDINGS]
+    if not found:
+        return ""
+    return " What the NCCL logs say: " + "; ".join(found) + " (the NCCL section has the rest)."
+
+
 def diagnose(report: Mapping[str, Any]) -> dict:
     """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix, and the
     paragraph that leads the text report, the Overview and the export. `points` holds the
@@ -368,7 +379,8 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         return {
             "available": False,
             "reason": "no step time measured (no timeline activity in the traces)",
-            "paragraph": "Not available: no step time could be measured from these files.",
+            "paragraph": "Not available: no step time could be measured from these files."
+            + _logs_say(report),
         }
     shares = {k: (s.get(k) or 0) / step for k in PART_LABELS}
     exposed = s.get("exposed_comm_share") or 0.0

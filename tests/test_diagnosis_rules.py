@@ -201,3 +201,25 @@ def test_the_headline_follows_the_replay_when_the_network_does_not_set_the_step(
 ):
     d = diagnose(report(30.0, 5.0, 2.0, whatifs))
     assert d["headline"].startswith(opening) and d["cause"] == cause
+
+
+@pytest.mark.parametrize(
+    "nccl,tail",
+    [
+        (None, ""),
+        ({"findings": []}, ""),
+        (
+            {"findings": ["NCCL warnings: 272; first: x", "GPU Direct RDMA is off", "third"]},
+            " What the NCCL logs say: NCCL warnings: 272; first: x; GPU Direct RDMA is off (the "
+            "NCCL section has the rest).",
+        ),
+    ],
+)
+def test_a_run_of_logs_alone_says_what_the_logs_found(nccl, tail):
+    """No step time and no stop: the paragraph is "not available", followed by the NCCL logs'
+    first two findings where there are any."""
+    d = diagnose({"summary": {}, "nccl": nccl})
+    assert d["available"] is False
+    assert (
+        d["paragraph"] == "Not available: no step time could be measured from these files." + tail
+    )
