@@ -439,17 +439,30 @@ def exposed_comm(report: Mapping[str, Any]) -> Item:
     if share <= EXPOSED_SHARE_LIMIT:
         return _item("exposed_comm", title, page, OK, words)
     wait = wait_fraction(report.get("summary") or {})
+    beyond = not_the_network(report)
     if mostly_waiting(wait):
+        idle = beyond is not None and beyond["key"] != "straggler_fixed"
         return _item(
             "exposed_comm",
             title,
             page,
             ATTENTION,
-            f"{words[:-1]}, {100 * wait:.0f}% of it waiting for late ranks.",
-            "See the Stragglers page and the diagnosis for who is late and why: more overlap, "
-            "bandwidth or fewer bytes would not remove the waiting.",
+            f"{words[:-1]}, {100 * wait:.0f}% of it waiting for late ranks"
+            + (
+                f"; the replay shows idle time sets the step: removing the idle gaps saves "
+                f"{beyond['saving_ms']:.1f} ms per step, hiding all exposed communication "
+                f"{beyond['comm_hidden_saving_ms']:.1f} ms."
+                if idle and beyond
+                else "."
+            ),
+            (
+                "See the diagnosis: the ranks' timelines sit idle (host, input pipeline or "
+                "launches), which makes them late"
+                if idle
+                else "See the Stragglers page and the diagnosis for who is late and why"
+            )
+            + ": more overlap, bandwidth or fewer bytes would not remove the waiting.",
         )
-    beyond = not_the_network(report)
     if beyond is not None:
         late = beyond["key"] == "straggler_fixed"
         return _item(

@@ -78,10 +78,12 @@ def test_dlrm_is_not_a_bandwidth_wall(reports):
     text = render_text(rep, lambda df: df.to_string())
     assert "more bandwidth, fewer bytes" not in text
     assert "waiting for late ranks" in rep["model"]["measured"]["reason"]
-    # nor does the checklist: its exposed-communication item sends the reader to the
-    # stragglers, not to overlap or gradient accumulation
+    # nor does the checklist: its exposed-communication item names the idle time, as the
+    # paragraph does, with the replay's two savings, not overlap or gradient accumulation
     item = next(i for i in rep["checklist"] if i["key"] == "exposed_comm")
-    assert item["status"] == "attention" and "Stragglers page" in item["action"]
+    assert item["status"] == "attention" and "timelines sit idle" in item["action"]
+    assert f"saves {whatifs['idle_removed']['saving_ms']:.1f} ms" in item["evidence"]
+    assert f"communication {whatifs['comm_hidden']['saving_ms']:.1f} ms" in item["evidence"]
     assert "gradient accumulation" not in item["action"]
     assert "CPU traces" not in d["paragraph"]  # V100 kernels in the traces
 
