@@ -338,6 +338,18 @@ def _prediction_sentence(report: Mapping[str, Any], wall: bool) -> str | None:
     )
 
 
+def short_verdict(d: Mapping[str, Any]) -> str:
+    """A diagnosis in a few words (a comparison's tile): its label, after "Communication wall
+    — " or "No wall — " unless the label says itself what the step is (a job that hung or
+    died, a step at the wall's edge); "no step measured" when the diagnosis is not available."""
+    if not d.get("available"):
+        return "no step measured"
+    label = str(d.get("label") or d.get("cause") or "")
+    if d.get("cause") in ("hang", "crash") or label.startswith("at the wall's edge"):
+        return label[:1].upper() + label[1:]
+    return ("Communication wall — " if d.get("wall") else "No wall — ") + label
+
+
 def _logs_say(report: Mapping[str, Any]) -> str:
     """For a run without a step time: what its NCCL logs found (their first findings), so
     that a run of logs alone still reads as more than "not available"; empty without any."""

@@ -130,6 +130,9 @@ def _duration(ns: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+#: How the prediction's reason of a job that hung begins: it is for a step that does not hang.
+PREDICTED_IF_HEALTHY = "once the hang is fixed (the model predicts a step that does not hang)"
+
 STRAGGLERS_CAVEAT = (
     "The job hung, and these figures include the wait for the hung collective: they do not "
     "tell who is slow. The hang section names the rank that did not arrive."
@@ -190,7 +193,7 @@ def model_in_context(report: Mapping[str, Any]) -> Any:
     if not isinstance(measured, dict) or not measured.get("verdict"):
         return model
     withheld = {"verdict": measured["verdict"], "reason": measured.get("reason")}
-    return {
+    out = {
         **model,
         "measured": {
             **measured,
@@ -199,3 +202,12 @@ def model_in_context(report: Mapping[str, Any]) -> Any:
             "verdict_withheld": withheld,
         },
     }
+    predicted = model.get("predicted")
+    if isinstance(predicted, dict) and predicted.get("reason"):
+        # what a step that does not hang would take: its advice comes after the hang's fix
+        out["predicted"] = {
+            **predicted,
+            "reason": f"{PREDICTED_IF_HEALTHY}: {predicted['reason']}",
+            "reason_from_figures": predicted["reason"],
+        }
+    return out

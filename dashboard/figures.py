@@ -75,6 +75,15 @@ def _renamed(node: Any, names: dict[str, str]) -> Any:
     return node
 
 
+#: The heights the builders set are the plot's own (26 px a timeline lane, a heatmap's rows):
+#: titles, axes and legends come on top of them. Streamlit's default for a single or layered
+#: chart fits the whole drawing, decorations included, into that height, which squeezed a
+#: two-rank timeline with its legends below into a flat line; only the width is fitted.
+FIT_WIDTH = {"type": "fit-x", "contains": "padding"}
+#: Compositions keep Streamlit's own sizing (fit-x breaks nested ones).
+_COMPOSED = ("vconcat", "hconcat", "concat", "facet", "repeat")
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
 def spec(name: str, args: tuple) -> dict[str, Any]:
     """The Vega-Lite specification of builder `name` called with `args`, data included.
@@ -84,6 +93,8 @@ def spec(name: str, args: tuple) -> dict[str, Any]:
     the chart's data in place instead of building the chart anew."""
     assert _to_spec is not None
     out = _to_spec(_builder(name)(*args))
+    if "autosize" not in out and not any(k in out for k in _COMPOSED):
+        out["autosize"] = FIT_WIDTH
     datasets = out.pop("datasets", None) or {}
     names = {old: f"data-{i}" for i, old in enumerate(datasets)}
     out = _renamed(out, names)

@@ -78,6 +78,11 @@ def app(db, monkeypatch, tmp_path, run=None, page=None):
     return at
 
 
+def widget(elements, name):
+    """The widget whose key is `name` scoped to the run shown (`name:run:fingerprint`)."""
+    return next(w for w in elements if (w.key or "").split(":")[0] == name)
+
+
 def texts(elements):
     return [e.value for e in elements]
 
@@ -256,14 +261,20 @@ def test_ranks_page_heatmaps_carry_the_step_metrics(store, reports, tmp_path, mo
     assert len(waits) == len(reports["gloo"]["steps"])
 
 
-def test_timeline_links_collectives_across_ranks(store, tmp_path, monkeypatch):
+def test_timeline_links_collectives_across_ranks(store, reports, tmp_path, monkeypatch):
     at = app(store, monkeypatch, tmp_path, run="dlrm", page="timeline")
-    assert at.selectbox(key="timeline_step").value == 10
-    assert at.multiselect(key="timeline_ranks").value == list(range(8))
+    assert widget(at.selectbox, "timeline_step").value == 10
+    assert widget(at.multiselect, "timeline_ranks").value == list(range(8))
     calls = table(at, "instance", "wait_ms")
     assert len(calls) == 64 and calls.groupby("instance")["rank"].nunique().eq(8).all()
-    at.multiselect(key="timeline_ranks").set_value([0, 7]).run()
+    widget(at.multiselect, "timeline_ranks").set_value([0, 7]).run()
     assert len(table(at, "instance", "wait_ms")) == 16
+    # the ranks chosen on one run are not the next run's: gloo's own default ranks are drawn
+    at.session_state["run"] = "gloo"
+    at.run()
+    assert not at.exception, at.exception
+    gloo_ranks = sorted({r["rank"] for r in reports["gloo"]["ranks"]})
+    assert widget(at.multiselect, "timeline_ranks").value == gloo_ranks
 
 
 def test_collectives_page_and_link_peak_feed_the_checklist(store, reports, tmp_path, monkeypatch):
@@ -291,6 +302,11 @@ def test_collectives_page_and_link_peak_feed_the_checklist(store, reports, tmp_p
         str(sum(i["status"] == s for i in items)) for s in ("attention", "ok", "not_observable")
     ]
     assert shown == counts
+    # back on Collectives the peak is still the one chosen, and the checklist keeps it
+    at.switch_page(nav.path("collectives")).run()
+    assert at.selectbox(key="peak_pick").value == "InfiniBand HDR 200 Gb/s, per NIC"
+    at.switch_page(nav.path("checklist")).run()
+    assert [m.value for m in at.metric] == counts
 
 
 def test_stragglers_page(store, reports, tmp_path, monkeypatch):
@@ -309,6 +325,9 @@ def test_stragglers_page(store, reports, tmp_path, monkeypatch):
     assert dict(zip(rows["rank"], rows["flagged"], strict=True)) == flagged
     by_rank = {str(r["rank"]): r["wait_caused_ms"] for r in s["ranks"]}
     assert dict(zip(rows["rank"], rows["wait_caused_ms"], strict=True)) == pytest.approx(by_rank)
+    # the lateness the verdict quotes ("... ms later than the median rank") is in the table
+    excess = {str(r["rank"]): r["excess_ms"] for r in s["ranks"]}
+    assert dict(zip(rows["rank"], rows["excess_ms"], strict=True)) == pytest.approx(excess)
 
 
 def test_nccl_page_with_and_without_logs(store, reports, tmp_path, monkeypatch):
@@ -395,10 +414,11 @@ def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path
     ]
     assert len(charts(at)) == len(whatif.KNOBS)  # one curve per knob, each with its own title
     assert len({chart_title(at, i) for i in range(len(whatif.KNOBS))}) == len(whatif.KNOBS)
-    at.slider(key="wi_accum").set_value(8).run()
-    s = whatif.with_knobs(
-        data_scenario(store), {"grad_accum": 8, "eta": round(model["measured"]["eta"], 2)}
-    )
+    # untouched, the sliders predict what the report predicts, to the digit shown
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Predicted step time"] == fmt_ms(model["predicted"]["step_ms"])
+    widget(at.slider, "wi_accum").set_value(8).run()
+    s = whatif.with_knobs(data_scenario(store), {"grad_accum": 8})
     want = whatif.predicted(s, model["measured"]["idle_ms"])
     shown = {m.label: m.value for m in at.metric}
     assert shown["Predicted step time"] == fmt_ms(want["step_ms"])
@@ -406,6 +426,13 @@ def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path
     assert shown["Time per micro-batch"] == fmt_ms(want["step_ms"] / 8)
     verdict = f"**Predicted verdict:** {md(want['verdict'])}."
     assert any(m.value.startswith(verdict) for m in at.markdown)
+    # the next run's sliders start from its own figures, not from those set on this one
+    at.session_state["run"] = "gloo"
+    at.run()
+    assert not at.exception, at.exception
+    assert widget(at.slider, "wi_accum").value == 1
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Predicted step time"] == fmt_ms(reports["gloo"]["model"]["predicted"]["step_ms"])
 
 
 def data_scenario(db):

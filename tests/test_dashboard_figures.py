@@ -221,3 +221,23 @@ def test_rank_blocks_show_each_blocks_worst_rank_and_any_outlier():
     assert charts.rank_blocks(df, "v", "min", "out", max_rows=20) is df
     spec = charts.heatmap(lo, "v", "v", "out").to_dict()
     assert spec["layer"][0]["encoding"]["y"]["sort"] is None  # blocks keep their rank order
+
+
+def stacked(df: pd.DataFrame) -> alt.VConcatChart:
+    """A module-level builder of a composition."""
+    return alt.vconcat(dots(df, "a"), dots(df, "b"))
+
+
+def test_a_charts_height_is_its_plots_and_compositions_keep_streamlits_sizing():
+    """Streamlit's default sizing of a single or layered chart ("fit") fits title, axes and
+    legends into the height the builder gave the plot: a two-rank timeline with its two
+    legends below was drawn as a flat line. Only the width is fitted; compositions, which
+    fit-x breaks, keep Streamlit's own."""
+    st.cache_data.clear()
+    sink = Sink()
+    df = pd.DataFrame({"x": [1.0], "y": [2.0]})
+    figures.chart(sink, dots, df, "one")
+    figures.chart(sink, stacked, df)
+    single, composed = sink.specs
+    assert single["autosize"] == {"type": "fit-x", "contains": "padding"}
+    assert "autosize" not in composed

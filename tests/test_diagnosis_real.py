@@ -175,6 +175,10 @@ def test_a_hung_run_leads_with_the_hang(tmp_path):
     assert measured["verdict_withheld"]["verdict"] == "communication wall"
     text = render_text(rep, lambda df: df.to_string())
     assert "more bandwidth, fewer bytes" not in text.split("predicted:")[0]
+    # the prediction is a step that does not hang: its advice says it comes after the fix
+    predicted = rep["model"]["predicted"]
+    assert predicted["reason"].startswith("once the hang is fixed")
+    assert predicted["reason"].endswith(predicted["reason_from_figures"])
     items = {i["key"]: i for i in rep["checklist"]}
     assert rep["checklist"][0]["key"] == "hang" and items["hang"]["status"] == "attention"
     assert items["exposed_comm"]["status"] == "not_observable"

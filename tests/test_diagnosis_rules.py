@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.diagnosis import _culprit_sentence, diagnose
+from analysis.diagnosis import _culprit_sentence, diagnose, short_verdict
 
 
 def report(transfer: float, wait: float, idle: float, whatifs: list[tuple[str, float]]) -> dict:
@@ -223,3 +223,23 @@ def test_a_run_of_logs_alone_says_what_the_logs_found(nccl, tail):
     assert (
         d["paragraph"] == "Not available: no step time could be measured from these files." + tail
     )
+
+
+@pytest.mark.parametrize(
+    "d,line",
+    [
+        ({"available": False}, "no step measured"),
+        ({"available": True, "wall": True, "cause": "hang", "label": "hung: a collective never "
+          "completed"}, "Hung: a collective never completed"),
+        ({"available": True, "wall": True, "cause": "crash", "label": "died: ranks stopped on an "
+          "error of their own"}, "Died: ranks stopped on an error of their own"),
+        ({"available": True, "wall": True, "cause": "bandwidth", "label": "at the wall's edge: x"},
+         "At the wall's edge: x"),
+        ({"available": True, "wall": True, "cause": "bandwidth", "label": "bandwidth-bound"},
+         "Communication wall — bandwidth-bound"),
+        ({"available": True, "wall": False, "cause": "compute", "label": "compute-bound"},
+         "No wall — compute-bound"),
+    ],
+)  # fmt: skip
+def test_short_verdict_says_a_hang_is_a_hang_not_a_wall(d, line):
+    assert short_verdict(d) == line

@@ -13,12 +13,22 @@ from dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
 #: What a point of the scatters carries (its tooltip).
 POINT_COLUMNS = ["op", "step", "instance", "bytes", "transfer_ms", "busbw_GBps", "last_rank"]
 PEAK_KEY = "link_peak_gbps"  # plain session key: kept when the widget's page is not shown
+#: The link chosen, in a plain session key as well: Streamlit drops a widget's own state when
+#: its page is not shown, and the picker would come back "not set" and clear the peak.
+PICK_KEY = "link_peak_pick"
 
 v = session.current_run()
 st.header(f"Collectives — {md(v.run)}")
 
 choices = ["not set", *LINK_PEAKS_GBPS, "other…"]
-pick = st.selectbox("Link peak (achievable busbw)", choices, key="peak_pick")
+saved = st.session_state.get(PICK_KEY)
+pick = st.selectbox(
+    "Link peak (achievable busbw)",
+    choices,
+    index=choices.index(saved) if saved in choices else 0,
+    key="peak_pick",
+)
+st.session_state[PICK_KEY] = pick
 if pick == "other…":
     st.session_state[PEAK_KEY] = st.number_input(
         "Peak GB/s", min_value=0.1, value=st.session_state.get(PEAK_KEY) or 50.0, key="peak_custom"
@@ -91,11 +101,17 @@ else:
     )
 
 st.subheader("Algorithm and protocol")
+backends = (v.report.get("run_info") or {}).get("backends") or []
 chosen = data.run_table(v.path, v.run, v.fp, "nccl_algorithm_choices")
 hints = data.run_table(v.path, v.run, v.fp, "collective_algorithms")
 if chosen is not None and not chosen.empty:
     table(chosen, key="nccl_algorithms")
     st.caption("NCCL's own choices, from its TUNING log lines.")
+elif backends and "nccl" not in backends:
+    st.caption(
+        f"The run's collectives ran on {md(', '.join(backends))}: there is no algorithm or "
+        "protocol choice of NCCL's to show."
+    )
 elif hints is not None and not hints.empty:
     table(hints, key="kernel_algorithms")
     st.caption(

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.compare import METRICS
+from analysis.diagnosis import short_verdict
 from analysis.postmortem import decomposition_table
 from dashboard import data_docs, doc_charts, session
 from dashboard.ui import fmt_pct, md, plot, table
@@ -73,12 +74,7 @@ for col, run in zip(cols, runs, strict=True):
             delta,
             delta_color="normal" if key in HIGHER_BETTER else "inverse",
         )
-    d = reports[run].get("diagnosis") or {}
-    col.caption(
-        ("Communication wall — " if d.get("wall") else "No wall — ") + md(d["label"])
-        if d.get("available")
-        else "no step measured"
-    )
+    col.caption(md(short_verdict(reports[run].get("diagnosis") or {})))
 
 d = data_docs.diff(views[baseline].path, tuple(runs), tuple(views[r].fp for r in runs))
 st.subheader("Step time against run-to-run noise")

@@ -65,6 +65,7 @@ db, run = shlex.quote(str(database.db_path())), shlex.quote(v.run)
 diff = "" if baseline is None else f" --diff {shlex.quote(baseline)}"
 st.code(
     f"commwall export --db {db} --run {run}{diff} --out {stem}.html\n"
-    f"commwall export --db {db} --run {run} --format perfetto --out {v.run}.trace.json.gz",
+    f"commwall export --db {db} --run {run} --format perfetto "
+    f"--out commwall-{safe_name(v.run)}.trace.json.gz",
     language="bash",
 )

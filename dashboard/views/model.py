@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import streamlit as st
 
 from analysis import whatif
 from analysis.model.scenario import Scenario
+from analysis.stopped import HUNG
 from dashboard import charts, data, session
 from dashboard.ui import (
     fmt_ms,
@@ -108,6 +110,12 @@ if model.get("status") != "calibrated":
         f"Model status: {md(str(model.get('status')))}. The prediction and the what-ifs below "
         "rest on a fit whose held-out error is too large, or unknown, to act on."
     )
+if measured.get("verdict") == HUNG:
+    st.warning(
+        "The job hung: its measured figures hold the wait for the hung collective. The "
+        "prediction and the what-ifs below are for a step that does not hang; fix the hang "
+        "first (the Hang page says who did not arrive)."
+    )
 if predicted.get("not_modelled"):
     ops = ", ".join(f"{md(op)} ({n:g} per step)" for op, n in predicted["not_modelled"].items())
     st.warning(
@@ -122,7 +130,13 @@ if found is None:
 s: Scenario = found  # typed as found: what_if() below sees the name, not the None check
 idle = measured.get("idle_ms") or 0.0
 base = {k: whatif.knob_value(s, k) for k in whatif.KNOBS}
-base["eta"] = round(base["eta"], 2)  # the slider's resolution
+#: η on the slider's 0.01 grid; the prediction keeps the measured η until the slider moves,
+#: so that the page's figures equal the report's.
+eta_shown = round(base["eta"], 2)
+#: A link bandwidth the fit could not tell (one message size: β unknown) has no what-if.
+link_known = math.isfinite(base["link_Bps"]) and base["link_Bps"] > 0
+#: Widget keys are the run's: a slider set on one run must not carry over to the next.
+wk = f"{v.run}:{v.fp}"
 #: The measured run on each knob's curve: the same on every slider move.
 points = {k: whatif.measured_point(s, k, measured) for k in whatif.KNOBS}
 
@@ -137,24 +151,36 @@ def what_if() -> None:
     """The sliders, the predictions and the curves: a slider move re-runs only this part."""
     st.subheader("What if…")
     a, b, c = st.columns(3)
-    knobs = {
-        "grad_accum": a.slider(whatif.KNOBS["grad_accum"][0], 1, 32, 1, key="wi_accum"),
-        "link_Bps": b.select_slider(
+    knobs: dict[str, float] = {
+        "grad_accum": a.slider(whatif.KNOBS["grad_accum"][0], 1, 32, 1, key=f"wi_accum:{wk}"),
+    }
+    if link_known:
+        knobs["link_Bps"] = b.select_slider(
             whatif.KNOBS["link_Bps"][0],
             [base["link_Bps"] * f for f in LINK_FACTORS],
             value=base["link_Bps"],
             format_func=lambda x: f"{x:.3g}",
-            key="wi_link",
-        ),
-        "eta": c.slider(whatif.KNOBS["eta"][0], 0.0, 1.0, base["eta"], 0.01, key="wi_eta"),
-    }
+            key=f"wi_link:{wk}",
+        )
+    else:
+        knobs["link_Bps"] = base["link_Bps"]
+        b.caption(
+            "Link bandwidth: not fitted (the run's collectives have one message size, so "
+            "bandwidth and latency cannot be told apart): no what-if on it."
+        )
+    eta = c.slider(whatif.KNOBS["eta"][0], 0.0, 1.0, eta_shown, 0.01, key=f"wi_eta:{wk}")
+    knobs["eta"] = base["eta"] if eta == eta_shown else eta
     a, b, _ = st.columns(3)
     knobs["compression"] = a.select_slider(
-        whatif.KNOBS["compression"][0], list(COMPRESSION), 1.0, COMPRESSION.get, key="wi_comp"
+        whatif.KNOBS["compression"][0],
+        list(COMPRESSION),
+        1.0,
+        COMPRESSION.get,
+        key=f"wi_comp:{wk}",
     )
     knobs["n_nodes"] = b.slider(
         whatif.KNOBS["n_nodes"][0], 2, max(64, 4 * int(base["n_nodes"])), int(base["n_nodes"]),
-        key="wi_nodes",
+        key=f"wi_nodes:{wk}",
     )  # fmt: skip
 
     now = data.whatif_prediction(v.path, v.run, v.fp, tuple(knobs.items()), idle)
@@ -193,7 +219,7 @@ def what_if() -> None:
         "micro-batch, since a step of more micro-batches does more work. ◆ the measured run."
     )
     cols = st.columns(2)
-    for i, knob in enumerate(whatif.KNOBS):
+    for i, knob in enumerate(k for k in whatif.KNOBS if link_known or k != "link_Bps"):
         others = tuple((k, x) for k, x in knobs.items() if k != knob)
         line = data.whatif_curve(v.path, v.run, v.fp, knob, SWEEPS[knob](base), others, idle)
         label = whatif.KNOBS[knob][0]

@@ -20,6 +20,7 @@ SHOWN = [
     "late_fraction",
     "n_last",
     "n_instances",
+    "excess_ms",  # what the verdict quotes ("median 5.1 ms later than the median rank")
     "lateness_ms",
     "compute_ratio",
     "steps_flagged",

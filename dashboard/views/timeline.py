@@ -24,9 +24,11 @@ def span_view() -> None:
     st.caption(f"No step annotations in these traces. {md(steps_hint(v.report))}")
     left, right = st.columns([1, 3])
     window = left.select_slider(
-        "Window of the trace", list(range(1, WINDOWS + 1)), 1, key="timeline_window"
+        "Window of the trace", list(range(1, WINDOWS + 1)), 1, key=f"timeline_window:{wk}"
     )
-    chosen = right.multiselect("Ranks", ranks, default=ranks[:MAX_DEFAULT_RANKS], key="span_ranks")
+    chosen = right.multiselect(
+        "Ranks", ranks, default=ranks[:MAX_DEFAULT_RANKS], key=f"span_ranks:{wk}"
+    )
     got = data.window_timeline(v.path, v.run, v.fp, window - 1, WINDOWS, tuple(sorted(chosen)))
     if got is None or got[0].empty:
         st.caption("No activity of the chosen ranks in this window.")
@@ -70,6 +72,8 @@ NO_CALLS = pd.DataFrame(
 )
 
 v = session.current_run()
+#: Widget keys are the run's: ranks or a step chosen on one run must not carry over to the next.
+wk = f"{v.run}:{v.fp}"
 st.header(f"Timeline — {md(v.run)}")
 steps = sorted({r["step"] for r in v.report.get("steps") or []})
 ranks = sorted({r["rank"] for r in v.report.get("ranks") or []})
@@ -79,9 +83,9 @@ if not steps:
     st.stop()
 
 left, right = st.columns([1, 3])
-step = left.selectbox("Step", steps, key="timeline_step")
+step = left.selectbox("Step", steps, key=f"timeline_step:{wk}")
 chosen = right.multiselect(
-    "Ranks", ranks, default=timeline.default_ranks(v.report), key="timeline_ranks"
+    "Ranks", ranks, default=timeline.default_ranks(v.report), key=f"timeline_ranks:{wk}"
 )
 if not chosen:
     st.info("Choose at least one rank.")
