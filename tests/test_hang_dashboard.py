@@ -122,3 +122,15 @@ def test_dumps_uploaded_on_the_dashboard_keep_their_rank(tmp_path, monkeypatch, 
     assert not at.exception, at.exception
     f = table(at, "culprit ranks", "other ranks")
     assert list(f["culprit ranks"]) == [str(TRUTH["culprit_rank"])]
+
+
+def test_model_page_of_a_hung_run_warns_and_has_no_link_what_if(store, tmp_path, monkeypatch):
+    """fr_skip's all-reduces before the hang all move 1,024 floats: one message size, so the
+    fit has no bandwidth (β) and a link what-if would move an infinite bandwidth. The page says
+    so instead of drawing an empty curve, and warns that the prediction is for a step that does
+    not hang."""
+    at = app(store, monkeypatch, tmp_path, run="skip", page="model")
+    assert not at.exception, at.exception
+    assert any(w.value.startswith("The job hung") for w in at.warning)
+    assert not [s for s in at.select_slider if (s.key or "").startswith("wi_link")]
+    assert any(c.value.startswith("Link bandwidth: not fitted") for c in at.caption)
