@@ -132,8 +132,16 @@ def step_samples(runs: Sequence[RunFacts]) -> pd.DataFrame:
 def summary(runs: Sequence[RunFacts]) -> pd.DataFrame:
     """The report's headline metrics (the run summary: means over ranks and steps), a row each."""
     names = _names(runs)
+    spans = [
+        r.name
+        for r in runs
+        if (s := r.report.get("summary") or {}).get("step_ms") is not None
+        and s.get("scope") != "steps"
+    ]
+    # a run without steps has no step: say so beside its figure
+    spanned = f" (no steps, whole trace span per rank: {', '.join(spans)})" if spans else ""
     rows = [
-        {"metric": k, "label": label}
+        {"metric": k, "label": label + (spanned if k == "step_ms" else "")}
         | {r.name: (r.report.get("summary") or {}).get(k) for r in runs}
         for k, label in METRICS.items()
     ]
@@ -393,6 +401,17 @@ def diff_tables(runs: Sequence[RunFacts]) -> dict[str, pd.DataFrame]:
 def diff(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> dict[str, pd.DataFrame]:
     """The diff of runs `names` of the store (the first is the baseline)."""
     return diff_tables([run_facts(con, n) for n in names])
+
+
+def unjudged(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The later runs whose step time could not be judged against the baseline (the
+    judgement is "not available: ..."; no steps in one of them, as in a job that hung), each
+    with the reason: a CI gate that cannot judge must not pass in silence."""
+    return [
+        f"{rec['run']}: {rec['judgement']}"
+        for rec in tables["step_time"].to_dict("records")[1:]
+        if str(rec.get("judgement") or "").startswith("not available")
+    ]
 
 
 def regressions(tables: dict[str, pd.DataFrame], pct: float) -> list[str]:

@@ -319,7 +319,20 @@ TRUSTED_BW_CASES = [
         [call(0, 100, 50), call(1, 0, 20)],
         (0, None, 4096),
     ),
-]
+    (
+        "a traced rank never made the call (a hang: the others sat in it): no transfer",
+        # group of 3, all traced; the 2nd all-reduce lacks rank 2. The 1st: last arrival 10,
+        # ends 30: 20 ns, 4096 bytes, factor 2(3-1)/3
+        [call(0, 0, 30, gs=3), call(1, 10, 20, gs=3), call(2, 5, 25, gs=3),
+         call(0, 100, 3000, gs=3), call(1, 110, 2990, gs=3)],
+        (1, 204.8 * 4 / 3, 4096),
+    ),
+    (
+        "a job traced on 2 of its 4 ranks: its instances are as good as the traces allow",
+        [call(0, 0, 30, gs=4), call(1, 10, 20, gs=4)],
+        (1, 204.8 * 3 / 2, 4096),  # factor 2(4-1)/4
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,7 @@ def db_path(tmp_path_factory):
         ("sleep", SAMPLES / "gloo_4rank_sleep"),
         ("dlrm", DLRM),
         ("dlrm_again", DLRM),
+        ("hung", SAMPLES / "fr_skip"),
     ]:
         store.ingest(w, name, discover.expand([str(d)]))
     for name, job in NCCL_JOBS.items():  # DLRM's traces with a generated NCCL log beside
@@ -247,3 +248,58 @@ def test_cli_formats_and_gate(db_path, capsys):
     assert main(["diff", "--db", db, "dlrm"]) == 2
     assert main(["diff", "--db", db, "dlrm", "nope"]) == 2
     assert "no run named 'nope'" in capsys.readouterr().err
+
+
+def _all_gathers_by_rank(folder) -> dict[int, int]:
+    """Read from the raw traces by plain Python: `gloo:all_gather` calls per rank."""
+    import gzip
+
+    out = {}
+    for f in sorted(folder.glob("rank*.pt.trace.json.gz")):
+        events = json.loads(gzip.open(f).read())["traceEvents"]
+        out[int(f.name[4])] = sum(e.get("name") == "gloo:all_gather" for e in events)
+    return out
+
+
+def test_a_hung_run_is_no_transfer_and_no_pass(db_path, capsys):
+    """fr_skip: rank 1 never entered the all_gather at seq 6 (ground truth); its trace has no
+    gloo:all_gather while ranks 0, 2 and 3 sat in one until the 3 s timeout. That wait is no
+    transfer: the diff used to list a 3 s all-gather at 0.000 GB/s, and --fail-if-slower
+    passed the hung run in silence (its step time could not be judged: it has no steps)."""
+    truth = json.loads((SAMPLES / "fr_skip" / "ground_truth.json").read_text())
+    calls = _all_gathers_by_rank(SAMPLES / "fr_skip")
+    assert calls[truth["culprit_rank"]] == 0 and sum(calls.values()) == 3
+    t = Store(db_path).diff("sleep", "hung")
+    col = t["collectives"]
+    assert "allgather" not in set(col.loc[col["count hung"].notna(), "op"])
+    assert main(["diff", "--db", str(db_path), "sleep", "hung", "--fail-if-slower", "5"]) == 1
+    assert "could not be judged, so the gate fails: hung: not available" in capsys.readouterr().err
+    # the headline table says the hung run's "step" is its whole trace span
+    label = t["summary"].set_index("metric").loc["step_ms", "label"]
+    assert label.endswith("(no steps, whole trace span per rank: hung)")
+
+
+@pytest.mark.parametrize("pct", ["nan", "inf", "-1"])
+def test_a_gate_that_could_never_fail_is_refused(db_path, capsys, pct):
+    with pytest.raises(SystemExit) as e:
+        main(["diff", "--db", str(db_path), "sleep", "compute", f"--fail-if-slower={pct}"])
+    assert e.value.code == 2 and "finite and >= 0" in capsys.readouterr().err
+
+
+def test_text_output_prints_samples_paragraphs_and_blanks(db_path, capsys):
+    """--table step_samples printed nothing in text; the diagnosis paragraphs were cut at 120
+    characters; a rank one run does not have read `NaN`."""
+    db = str(db_path)
+    assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "step_samples"]) == 0
+    out = capsys.readouterr().out
+    steps = Store(db_path).diff("dlrm", "sleep")["step_samples"]
+    assert len(out.splitlines()) == 3 + 1 + len(steps)  # baseline, blank, title; header; rows
+    assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "diagnosis"]) == 0
+    out = capsys.readouterr().out
+    paragraph = (
+        Store(db_path).diff("dlrm", "sleep")["diagnosis"].set_index("run").loc["sleep", "paragraph"]
+    )
+    assert " ".join(out.split()).count(" ".join(paragraph.split())) == 1
+    assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "stragglers"]) == 0
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "None" not in out

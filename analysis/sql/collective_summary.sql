@@ -1,12 +1,27 @@
 -- collective_summary: run-level summaries of matched collectives: per op, clock quality, problems.
 -- requires: collectives
 
--- _trusted_bw(n_ranks, causal, size_mismatch): whether an instance's bandwidth means anything:
--- seen by >= 2 ranks, every call ending after the last arrival (a call that ends before a peer
--- arrived was paired with the wrong call, or the clocks are off), and the calls agreeing on
--- sizes (disagreeing ones pair different messages: their bytes are no message's size).
-CREATE OR REPLACE TEMP MACRO _trusted_bw(n_ranks, causal, size_mismatch) AS
-n_ranks >= 2 AND coalesce(causal, false) AND NOT coalesce(size_mismatch, false);
+-- _traced_ranks(rid): how many ranks run `rid` traced.
+CREATE OR REPLACE TEMP MACRO _traced_ranks(rid) AS
+(SELECT count(DISTINCT rank) FROM ranks WHERE run_id = rid);
+
+-- _has_transfer(rid, n_ranks, complete, group_size): whether an instance's time is a transfer:
+-- seen by >= 2 ranks, and not missing a rank that the run traced. A traced rank without the
+-- call never made it (a hang: the others sat in it until the timeout, and no data moved); an
+-- instance short only of ranks the run did not trace (a job traced on 2 of its 128 ranks) is
+-- as good as the traces allow.
+CREATE OR REPLACE TEMP MACRO _has_transfer(rid, n_ranks, complete, group_size) AS
+n_ranks >= 2 AND (coalesce(complete, true) OR group_size > _traced_ranks(rid));
+
+-- _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch): whether an
+-- instance's bandwidth means anything: its time is a transfer (_has_transfer), every call
+-- ends after the last arrival (a call that ends before a peer arrived was paired with the
+-- wrong call, or the clocks are off), and the calls agree on sizes (disagreeing ones pair
+-- different messages: their bytes are no message's size).
+CREATE OR REPLACE TEMP MACRO _trusted_bw(rid, n_ranks, complete, group_size, causal,
+    size_mismatch) AS
+_has_transfer(rid, n_ranks, complete, group_size) AND coalesce(causal, false)
+    AND NOT coalesce(size_mismatch, false);
 
 -- collective_ops(rid): one row per collective op of run `rid`.
 --   returns   op,
@@ -14,7 +29,8 @@ n_ranks >= 2 AND coalesce(causal, false) AND NOT coalesce(size_mismatch, false);
 --             n_ranks            median ranks per instance,
 --             bytes_total        sum of instance bytes (MODEL.md §4 S; NULL sizes skipped),
 --             bytes_median       median instance bytes (instances whose calls agree on sizes),
---             transfer_ns_median median transfer_ns (DOUBLE ns),
+--             transfer_ns_median median transfer_ns of the instances that are transfers
+--                                (_has_transfer; DOUBLE ns),
 --             algbw_GBps_median, busbw_GBps_median   medians over the instances whose
 --                                bandwidth can be trusted (_trusted_bw),
 --             busbw_GBps_max     the best of those,
@@ -32,14 +48,15 @@ SELECT op,
     median(n_ranks) AS n_ranks,
     sum(bytes)::BIGINT AS bytes_total,
     median(bytes) FILTER (WHERE NOT coalesce(size_mismatch, false)) AS bytes_median,
-    median(transfer_ns) FILTER (WHERE n_ranks >= 2) AS transfer_ns_median,
-    median(algbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+    median(transfer_ns) FILTER (WHERE _has_transfer(rid, n_ranks, complete, group_size))
+        AS transfer_ns_median,
+    median(algbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
         AS algbw_GBps_median,
-    median(busbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+    median(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
         AS busbw_GBps_median,
-    max(busbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+    max(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
         AS busbw_GBps_max,
-    count(busbw_GBps) FILTER (WHERE _trusted_bw(n_ranks, causal, size_mismatch))
+    count(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
         AS n_bandwidth,
     median(skew_start_ns) FILTER (WHERE n_ranks >= 2) AS skew_start_ns_median,
     max(skew_start_ns) FILTER (WHERE n_ranks >= 2) AS skew_start_ns_max,

@@ -25,15 +25,20 @@ ORDER BY step;
 --             count               instances,
 --             transfer_ns_median  median transfer time (end - last arrival, DOUBLE ns),
 --             busbw_GBps_median   median bus bandwidth (GB = 1e9 B; NULL without a size).
---   Instances seen by one rank only are left out (no transfer time without a partner).
--- Algorithm: collective_instances(rid) with n_ranks >= 2, grouped by (op, bytes).
+--   Only instances whose time is a transfer (_has_transfer: no partner, or a traced rank that
+--   never made the call, as in a hang, is no transfer); their transfer time only where the
+--   calls agree on sizes (disagreeing ones pair different messages), bandwidth only where
+--   the report trusts it (_trusted_bw).
+-- Algorithm: those instances of collective_instances(rid), grouped by (op, bytes).
 CREATE OR REPLACE TEMP MACRO collective_sizes(rid) AS TABLE
 SELECT op, bytes,
     count(*) AS count,
-    median(transfer_ns)::DOUBLE AS transfer_ns_median,
-    median(busbw_GBps) AS busbw_GBps_median
+    (median(transfer_ns) FILTER (WHERE NOT coalesce(size_mismatch, false)))::DOUBLE
+        AS transfer_ns_median,
+    median(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal,
+        size_mismatch)) AS busbw_GBps_median
 FROM collective_instances(rid)
-WHERE n_ranks >= 2
+WHERE _has_transfer(rid, n_ranks, complete, group_size)
 GROUP BY op, bytes
 ORDER BY op, bytes NULLS LAST;
 

@@ -78,9 +78,19 @@ def fmt_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else floatfmt.format(v))
-        elif shown[c].dtype == object:
-            shown[c] = shown[c].map(lambda v: shorten(v, MAX_CELL) if isinstance(v, str) else v)
+        elif not pd.api.types.is_numeric_dtype(shown[c]):  # object, str: mixed or missing
+            shown[c] = shown[c].astype(object).map(_cell)
     return shown.to_string(index=False)
+
+
+def _cell(v: object, floatfmt: str = "{:.3f}") -> object:
+    """A cell of a mixed column as printed: blank where there is no value (not None or NaN),
+    whole numbers without decimals, other floats rounded, long text shortened."""
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else floatfmt.format(v)
+    return shorten(v, MAX_CELL) if isinstance(v, str) else v
 
 
 def error(msg: str) -> int:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import textwrap
 
 import pandas as pd
 
 from analysis import db
-from analysis.diff import TABLES, regressions
+from analysis.diff import TABLES, regressions, unjudged
 from cli.commands._output import (
     add_format,
     emit_csv,
@@ -20,7 +22,7 @@ from cli.commands._output import (
 )
 from cli.commands._store import add_read_db, open_store
 
-#: Titles of the tables in the text format (step_samples is left out there).
+#: Titles of the tables in the text format (step_samples only when asked for by --table).
 TITLES = {
     "step_time": "Step time (slowest rank per step), judged against run-to-run noise",
     "summary": "Headline metrics (means over ranks and steps)",
@@ -31,6 +33,7 @@ TITLES = {
     "straggler_verdicts": "Straggler verdicts",
     "nccl": "NCCL",
     "model": "Model fit and prediction",
+    "step_samples": "Step times, every step of every run (ms)",
 }
 
 
@@ -53,13 +56,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--fail-if-slower",
-        type=float,
+        type=_percent,
         metavar="PCT",
         help="exit with status 1 when the median step time regressed by more than PCT %% "
         "beyond noise",
     )
     add_format(p)
     p.set_defaults(func=run)
+
+
+def _percent(text: str) -> float:
+    """A finite, non-negative percentage (nan or inf would make the gate never fail)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"a percentage must be finite and >= 0, not {text}")
+    return v
+
+
+def _paragraphs(df: pd.DataFrame) -> str:
+    """The diagnosis table as text: each run's cause, then its paragraph wrapped whole."""
+    out = []
+    for rec in df.to_dict("records"):
+        step = rec.get("replayed_step_ms")
+        replayed = "" if step is None or step != step else f"; replayed step {step:.3f} ms"
+        out.append(f"{rec['run']} ({rec.get('cause') or 'not available'}{replayed}):")
+        out.append(textwrap.fill(str(rec.get("paragraph") or ""), 100) + "\n")
+    return "\n".join(out).rstrip("\n")
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -91,10 +116,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         emit_text(f"baseline: {args.runs[0]}; compared: {', '.join(args.runs[1:])}")
         for k, df in shown.items():
-            if k in TITLES:
+            if k == "diagnosis":  # paragraphs, whole: a table cell would cut them
+                emit_text(f"\n== {TITLES[k]}\n{_paragraphs(df)}")
+            elif k != "step_samples" or args.table == k:
                 emit_text(f"\n== {TITLES[k]}\n{fmt_table(df)}")
     if slower:
         msg = "; ".join(slower)
         note(f"commwall: step time regressed more than {args.fail_if_slower:g}%: {msg}")
+        return 1
+    blind = [] if args.fail_if_slower is None else unjudged(tables)
+    if blind:
+        note(f"commwall: step time could not be judged, so the gate fails: {'; '.join(blind)}")
         return 1
     return 0
