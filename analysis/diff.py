@@ -19,8 +19,10 @@ import pandas as pd
 from analysis import noise
 from analysis.compare import METRICS
 from analysis.db import run_id
+from analysis.diagnosis import HUNG_LABEL
 from analysis.report import build_report
 from analysis.session import run_session
+from analysis.summary import PART_LABELS
 from analysis.units import NS_PER_MS
 
 #: Components of a step, in the order they add up to it. The diagnosis's decomposition
@@ -198,6 +200,72 @@ def decomposition(runs: Sequence[RunFacts]) -> pd.DataFrame:
     order = {c: i for i, c in enumerate(dict.fromkeys([*PARTS, *DERIVED_PARTS, "step_ms"]))}
     wide = wide.sort_values(["rank", "component"], key=lambda s: s.map(order).fillna(s))
     return _with_deltas(wide.reset_index(drop=True), names)
+
+
+#: Words for the parts of a step in a comparison's sentence.
+PART_WORDS = {**PART_LABELS, "exposed_comm_ms": "exposed communication"}
+
+
+def step_change(runs: Sequence[RunFacts]) -> pd.DataFrame:
+    """Where the step's change went: per later run and part of the step, the mean over the
+    run's ranks of the part's mean per step (ms) in the baseline and in the run, and the
+    change; the parts' changes add up to the change of the mean rank-step (`step_ms` row).
+    Each run is averaged over its own ranks (a run may have more or fewer)."""
+    dec = decomposition(runs)
+    names = _names(runs)
+    rows = []
+    if len(dec):
+        means = dec.groupby("component", sort=False)[names].mean(numeric_only=False)
+        for n in names[1:]:
+            for part, r in means.iterrows():
+                base, now = r[names[0]], r[n]
+                if pd.isna(base) or pd.isna(now):
+                    continue
+                rows.append(
+                    {
+                        "run": n,
+                        "part": part,
+                        "baseline_ms": float(base),
+                        "run_ms": float(now),
+                        "delta_ms": float(now - base),
+                    }  # fmt: skip
+                )
+    return pd.DataFrame(rows, columns=["run", "part", "baseline_ms", "run_ms", "delta_ms"])
+
+
+def change_sentence(tables: Mapping[str, pd.DataFrame], run: str) -> str | None:
+    """Where `run`'s step changed against the baseline, in words: the mean rank-step's change
+    and the parts that made it, largest first (those of at least a tenth of it and 2 % of the
+    baseline's step, at least the largest one); for a run that hung, that its figures say
+    nothing of it; None when the decomposition of either is not available."""
+    df = tables["step_change"]
+    df = df[df["run"] == run].set_index("part")
+    causes = tables["diagnosis"].set_index("run")["cause"]
+    if run in causes.index and str(causes[run]) == HUNG_LABEL:
+        return (
+            f"{run} hung: "
+            + (
+                "its figures hold the wait for the hung collective until the timeout, so its "
+                "parts of the step say nothing about what changed"
+                if "step_ms" in df.index
+                else "no step time was measured from its files"
+            )
+            + " (its diagnosis names the rank that did not arrive)."
+        )
+    if "step_ms" not in df.index:
+        return None
+    total = float(df.loc["step_ms", "delta_ms"])
+    floor = max(0.1 * abs(total), 0.02 * abs(float(df.loc["step_ms", "baseline_ms"])))
+    parts = df.drop(index="step_ms").sort_values("delta_ms", key=abs, ascending=False)
+    big = [p for p, r in parts.iterrows() if abs(r["delta_ms"]) >= floor] or list(parts.index[:1])
+    said = ", ".join(
+        f"{PART_WORDS.get(str(p), str(p))} {parts.loc[p, 'delta_ms']:+.3f} ms" for p in big
+    )
+    return (
+        f"{run}: the mean rank-step changed by {total:+.3f} ms "
+        f"({df.loc['step_ms', 'baseline_ms']:.3f} → {df.loc['step_ms', 'run_ms']:.3f} ms): "
+        f"{said}."
+    )
 
 
 def collectives(runs: Sequence[RunFacts]) -> pd.DataFrame:
@@ -381,6 +449,7 @@ TABLES = {
     "summary": summary,
     "diagnosis": diagnosis,
     "decomposition": decomposition,
+    "step_change": step_change,
     "collectives": collectives,
     "stragglers": stragglers,
     "straggler_verdicts": straggler_verdicts,

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis import summary
 from analysis.checklist import evaluate
+from analysis.diff import change_sentence
 from analysis.verdict import verdict
 
 #: Report keys with a section of their own below; any other key is shown generically.
@@ -278,8 +279,11 @@ def diff_sentence(diff: dict) -> str:
     """The step-time judgement of a before/after document in words."""
     rows = diff["step_time"].to_dict("records")
     base, after = rows[0], rows[1]
+    where = change_sentence(diff, after["run"]) if "step_change" in diff else None
+    where = f" {where[:1].upper()}{where[1:]}" if where else ""
     if after["change_pct"] is None or pd.isna(after["change_pct"]):
-        return f"Step time: {NA}."
+        judged = str(after.get("judgement") or "")
+        return f"Step time: {judged if judged.startswith(NA) else NA}.{where}"
     ci = (
         f" (95% CI {after['ci_low_pct']:+.1f}% to {after['ci_high_pct']:+.1f}%,"
         f" p = {after['p_value']:.3g})"
@@ -288,7 +292,7 @@ def diff_sentence(diff: dict) -> str:
     )
     return (
         f"Median step time {base['median_ms']:.3f} ms → {after['median_ms']:.3f} ms, "
-        f"{after['change_pct']:+.1f}%{ci}: {after['judgement']}. Test: {after['test']}."
+        f"{after['change_pct']:+.1f}%{ci}: {after['judgement']}. Test: {after['test']}.{where}"
     )
 
 

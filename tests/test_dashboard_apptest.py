@@ -391,8 +391,13 @@ def test_compare_page_tiles_deltas_and_several_runs(store, reports, tmp_path, mo
     assert same.delta == ""  # the same traces (plus a log): no change, no arrow
     share = [m for m in at.metric if m.label == "exposed share of step"]
     assert share[0].value == f"{100 * reports['dlrm']['summary']['exposed_comm_share']:.1f}%"
-    md = " ".join(texts(at.markdown))
-    assert "Mann-Whitney" in " ".join(texts(at.caption)) and "gloo" in md
+    # where the change went, gloo's mean rank-step against DLRM's, from the two reports
+    went = next(m.value for m in at.markdown if m.value.startswith("**Where the change went:**"))
+    mean = {r: pd.DataFrame(reports[r]["decomposition"]["steps"]).groupby("rank")["step_ms"]
+            .mean().mean() for r in ("dlrm", "gloo")}  # fmt: skip
+    assert md(f"changed by {mean['gloo'] - mean['dlrm']:+.3f} ms") in went
+    shown_md = " ".join(texts(at.markdown))
+    assert "Mann-Whitney" in " ".join(texts(at.caption)) and "gloo" in shown_md
 
 
 def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path, monkeypatch):

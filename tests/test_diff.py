@@ -14,7 +14,8 @@ from nccl_log_gen import Job, make_log
 
 from analysis import noise
 from analysis.api import Store
-from analysis.diff import RunFacts, diff_tables, regressions
+from analysis.diagnosis import HUNG_LABEL
+from analysis.diff import RunFacts, change_sentence, diff_tables, regressions
 from cli.main import main
 from ingest import discover, store
 
@@ -118,6 +119,26 @@ def test_diff_tables_on_known_runs():
     assert bool(nccl.loc["env NCCL_ALGO", "changed"])
     assert nccl.loc["env NCCL_ALGO", "b"] == "Tree"
     assert regressions(t, 20.0) and not regressions(t, 40.0)
+
+
+def test_where_the_step_change_went_is_said_from_the_parts():
+    """Run b's ranks idle 4 ms more per step than a's and compute 1 ms less (ranks 0 and 1,
+    three steps each, chosen here): the mean rank-step grew by 3 ms, and the sentence names
+    idle first and compute alone second, each past a tenth of the change."""
+    a, b = facts("a", [100, 101, 99]), facts("b", [103, 104, 102])
+    for s in b.report["steps"]:
+        s.update(step_ms=13.0, tau_comp_ms=5.0, idle_ms=5.0)  # idle 1 → 5, compute alone 4 → 3
+    t = diff_tables([a, b])
+    ch = t["step_change"].set_index("part")["delta_ms"]
+    assert ch["idle_ms"] == 4.0 and ch["compute_only_ms"] == -1.0 and ch["step_ms"] == 3.0
+    assert ch.drop("step_ms").sum() == ch["step_ms"]
+    assert change_sentence(t, "b") == (
+        "b: the mean rank-step changed by +3.000 ms (10.000 → 13.000 ms): idle +4.000 ms, "
+        "compute (not overlapped) -1.000 ms."
+    )
+    # a run that hung says so instead of a decomposition of its wait
+    b.report["diagnosis"] = {"label": HUNG_LABEL, "paragraph": "The job hung."}
+    assert change_sentence(diff_tables([a, b]), "b").startswith("b hung: its figures hold")
 
 
 def test_diff_uses_the_diagnosis_decomposition_when_the_report_has_it():

@@ -10,7 +10,7 @@ import textwrap
 import pandas as pd
 
 from analysis import db
-from analysis.diff import TABLES, regressions, unjudged
+from analysis.diff import TABLES, change_sentence, regressions, unjudged
 from cli.commands._output import (
     add_format,
     emit_csv,
@@ -28,6 +28,8 @@ TITLES = {
     "summary": "Headline metrics (means over ranks and steps)",
     "diagnosis": "Diagnosis",
     "decomposition": "Step decomposition per rank (mean ms per step)",
+    "step_change": "Where the step's change went (parts of the step, means over each run's "
+    "ranks, ms per step)",
     "collectives": "Collectives per op and message size (bytes)",
     "stragglers": "Stragglers per rank",
     "straggler_verdicts": "Straggler verdicts",
@@ -118,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
         for k, df in shown.items():
             if k == "diagnosis":  # paragraphs, whole: a table cell would cut them
                 emit_text(f"\n== {TITLES[k]}\n{_paragraphs(df)}")
+            elif k == "step_change":  # the sentence first, then its figures
+                said = [change_sentence(tables, r) for r in args.runs[1:]]
+                lines = "\n".join(textwrap.fill(x, 100) for x in said if x)
+                emit_text(f"\n== {TITLES[k]}\n{lines}\n{fmt_table(df)}")
             elif k != "step_samples" or args.table == k:
                 emit_text(f"\n== {TITLES[k]}\n{fmt_table(df)}")
     if slower:

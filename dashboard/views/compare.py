@@ -8,6 +8,7 @@ import streamlit as st
 
 from analysis.compare import METRICS
 from analysis.diagnosis import short_verdict
+from analysis.diff import change_sentence
 from analysis.postmortem import decomposition_table
 from dashboard import data_docs, doc_charts, session
 from dashboard.ui import fmt_pct, md, plot, table
@@ -87,6 +88,9 @@ for row in d["step_time"].to_dict("records")[1:]:
         f"(95% CI {row['ci_low_pct']:+.1f}% to {row['ci_high_pct']:+.1f}%, "
         f"p = {row['p_value']:.3g}) — **{md(row['judgement'])}**."
     )
+said = [x for r in runs[1:] if (x := change_sentence(d, r))]
+if said:
+    st.markdown("**Where the change went:** " + " ".join(md(x) for x in said))
 st.caption(
     f"Test: {d['step_time']['test'].iloc[0]}. A change is called slower or faster only when "
     "both say so (p < 0.05 and the interval excludes 0); with fewer than 3 steps per run "
