@@ -280,7 +280,7 @@ def diff_sentence(diff: dict) -> str:
     rows = diff["step_time"].to_dict("records")
     base, after = rows[0], rows[1]
     where = change_sentence(diff, after["run"]) if "step_change" in diff else None
-    where = f" {where[:1].upper()}{where[1:]}" if where else ""
+    where = f" {where}" if where else ""  # it begins with the run's name, as written
     if after["change_pct"] is None or pd.isna(after["change_pct"]):
         judged = str(after.get("judgement") or "")
         return f"Step time: {judged if judged.startswith(NA) else NA}.{where}"
