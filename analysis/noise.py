@@ -90,12 +90,18 @@ def judge(a: ArrayLike, b: ArrayLike) -> dict:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     out: dict = {"test": TEST_NAME, "n_a": len(x), "n_b": len(y)}
     if len(x) == 0 or len(y) == 0:
-        return {**out, "judgement": "not available: no steps"}
+        whose = "the baseline has" if len(x) == 0 else "this run has"
+        return {**out, "judgement": f"not available: no steps ({whose} none)"}
     ma, mb = float(np.median(x)), float(np.median(y))
     out.update(median_a=ma, median_b=mb, change=mb / ma - 1 if ma else None)
     if min(len(x), len(y)) < MIN_STEPS:
         same = bool(np.array_equal(np.sort(x), np.sort(y)))
-        verdict = "no change" if same else f"too few steps (< {MIN_STEPS} per run) to judge"
+        verdict = (
+            "no change"
+            if same
+            else f"too few steps to judge (< {MIN_STEPS} per run; baseline {len(x)}, "
+            f"this run {len(y)})"
+        )
         return {**out, "p_value": None, "ci_low": None, "ci_high": None, "judgement": verdict}
     _, p = mann_whitney_u(x, y)
     lo, hi = bootstrap_change_ci(x, y)

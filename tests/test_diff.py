@@ -60,7 +60,10 @@ def test_judge_shift_beyond_noise_is_slower_and_within_noise_is_no_change():
     again = 100 + rng.normal(0, 1, 20)
     assert noise.judge(base, again)["judgement"] == "no change"
     few = noise.judge([100.0], [130.0])
-    assert few["judgement"].startswith("too few steps")
+    assert few["judgement"] == "too few steps to judge (< 3 per run; baseline 1, this run 1)"
+    assert noise.judge([], [1.0, 2.0, 3.0])["judgement"] == (
+        "not available: no steps (the baseline has none)"
+    )
     assert few["change"] == pytest.approx(0.3)
 
 
