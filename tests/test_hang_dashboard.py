@@ -134,3 +134,39 @@ def test_model_page_of_a_hung_run_warns_and_has_no_link_what_if(store, tmp_path,
     assert any(w.value.startswith("The job hung") for w in at.warning)
     assert not [s for s in at.select_slider if (s.key or "").startswith("wi_link")]
     assert any(c.value.startswith("Link bandwidth: not fitted") for c in at.caption)
+
+
+@pytest.fixture(scope="module")
+def logs_store(tmp_path_factory):
+    """Two real NCCL logs alone, no traces: 019 (ranks 1-7 died at communicator creation) and
+    005 (272 `Call to ibv_open_device failed` warnings, nothing died)."""
+    from nccl_real import real_logs
+
+    from ingest import store as ingest_store
+
+    path = tmp_path_factory.mktemp("logsapp") / "s.duckdb"
+    con = ingest_store.connect(path)
+    for log in real_logs():
+        if log.name[:3] in ("019", "005"):
+            assert ingest_store.ingest(con, log.name[:3], [log.path]).committed
+    con.close()
+    return path
+
+
+def test_overview_of_logs_alone_says_who_died_or_what_the_logs_found(
+    logs_store, tmp_path, monkeypatch
+):
+    """019: `7:   what():  NCCL error in: .../NCCLUtils.cpp:77, invalid usage` (line 4376) and
+    the same for tags 1-6, each followed two lines below by `NET/IB : Requested properties for
+    vNic 8, only 8 vNics have been created`; 005: `misc/ibvwrap.cc:212 Call to ibv_open_device
+    failed` (line 379) and no crash."""
+    at = app(logs_store, monkeypatch, tmp_path, run="019", page="overview")
+    assert texts(at.error) == [f"**{md('Died: ranks stopped on an error of their own')}**"]
+    why = " ".join(texts(at.markdown))
+    assert "ranks 1-7 died of NCCL error in" in why.replace("\\", "")
+    assert "only 8 vNics have been created" in why.replace("\\", "")
+    at = app(logs_store, monkeypatch, tmp_path, run="005", page="overview")
+    assert not at.error
+    said = " ".join(texts(at.markdown)).replace("\\", "")
+    assert "What the NCCL logs say: NCCL warnings: 272" in said
+    assert "Call to ibv_open_device failed" in said

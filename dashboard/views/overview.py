@@ -61,9 +61,11 @@ def why() -> None:
 
 
 if "step_ms" not in s:
-    if d.get("available"):  # a hang named from Flight Recorder dumps alone
+    if d.get("available"):  # a hang or a crash named from dumps or logs alone
         why()
     missing("Step metrics", "The run has no timeline activity. " + UPLOAD_TRACES)
+    if not d.get("available") and d.get("paragraph"):  # what the logs alone say
+        st.markdown(md(d["paragraph"]))
     st.stop()
 
 why()
