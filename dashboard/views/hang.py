@@ -77,8 +77,14 @@ rows = pd.DataFrame(timeline_rows(h))
 if not rows.empty:
     rows["label"] = "group " + rows["pg_name"].astype(str) + " · rank " + rows["rank"].astype(str)
 causes = [g["cause"]["seq"] for g in h["groups"] if g.get("cause")]
+#: What the chart draws: a list column (input_dtypes) would defeat the chart cache's hashing.
+drawn = ["label", "seq", "op_name", "pg_name", "rank", "state", "in_nelems"]
 plot(
-    rows, charts.hang_entries, (min(causes) if causes else None,), "No entries.", key="hang_entries"
+    rows[drawn] if not rows.empty else rows,
+    charts.hang_entries,
+    (min(causes) if causes else None,),
+    "No entries.",
+    key="hang_entries",
 )
 if not rows.empty:
     shown = rows.drop(columns=["label", "trace_ts", "trace_dur", "time_created_ns"])
