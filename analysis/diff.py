@@ -264,8 +264,34 @@ def change_sentence(tables: Mapping[str, pd.DataFrame], run: str) -> str | None:
     return (
         f"{run}: the mean rank-step changed by {total:+.3f} ms "
         f"({df.loc['step_ms', 'baseline_ms']:.3f} → {df.loc['step_ms', 'run_ms']:.3f} ms): "
-        f"{said}."
+        f"{said}.{_straggler_change(tables, run)}"
     )
+
+
+#: How a flagged straggler's kind reads in a comparison's sentence.
+KIND_WORDS = {
+    "compute": "a compute straggler",
+    "other": "late without more operator work (host, input or launch)",
+    "": "not flagged",
+}
+
+
+def _straggler_change(tables: Mapping[str, pd.DataFrame], run: str) -> str:
+    """The ranks whose straggler verdict differs between the baseline and `run` (flagged or
+    not, compute or other), in a sentence; empty when none does. The parts of the step cannot
+    show this: a rank's sleep inside an operator counts as compute there."""
+    t = tables["stragglers"]
+    base = next((c for c in t.columns if c.startswith("straggler ")), None)
+    now = f"straggler {run}"
+    if base is None or now not in t.columns or base == now:
+        return ""
+    changes = []
+    for rec in t.to_dict("records"):
+        a, b = rec[base], rec[now]
+        if not isinstance(a, str) or not isinstance(b, str) or a == b:
+            continue  # a rank one of the runs does not have, or no change
+        changes.append(f"rank {rec['rank']} {KIND_WORDS.get(a, a)} → {KIND_WORDS.get(b, b)}")
+    return f" Stragglers: {'; '.join(changes)}." if changes else ""
 
 
 def collectives(runs: Sequence[RunFacts]) -> pd.DataFrame:

@@ -232,6 +232,12 @@ def test_gloo_compute_vs_sleep_is_a_straggler_difference(db_path):
     assert strag.loc[rank, "straggler sleep"] == "other"  # mode "sleep": no extra compute
     others = [r for r in strag.index if r != rank]
     assert all(strag.loc[r, "straggler compute"] == "" for r in others)
+    # the sentence of where the change went says so: the parts of the step cannot (the sleep
+    # runs inside an autograd operator, which counts as compute there)
+    assert change_sentence(t, "sleep").endswith(
+        f"Stragglers: rank {rank} a compute straggler → late without more operator work "
+        "(host, input or launch)."
+    )
     # 8 all-reduces per step over 6 steps, in both runs (ground truth collectives_per_step).
     col = t["collectives"]
     n = truth["compute"]["collectives_per_step"] * len(truth["compute"]["steps"])
