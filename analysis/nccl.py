@@ -166,32 +166,33 @@ def crash_sentence(crashed: Mapping[str, Any]) -> str | None:
     for r in crashed.get("by_rank") or []:
         causes.setdefault((r["crash"], r["last_error"]), []).append(r["rank"])
     parts = [
-        f"{_ranks_text(ranks)} died of {crash}" + (f" (NCCL's last error: {last})" if last else "")
+        f"rank{'s' if len(ranks) > 1 else ''} {ranges(ranks)} died of {_cause(crash, last)}"
         for (crash, last), ranks in causes.items()
     ]
     other, n = crashed.get("unattributed_first"), crashed.get("unattributed") or 0
     if other:
         parts.append(
             f"{'a process' if n == 1 else f'{n} crash lines'} of no known rank "
-            f"{'died' if n == 1 else 'say the first died'} of {other['crash']}"
-            + (f" (NCCL's last error: {other['last_error']})" if other["last_error"] else "")
+            f"{'died' if n == 1 else 'say the first died'} of "
+            + _cause(other["crash"], other["last_error"])
         )
     return "; ".join(parts) or None
 
 
-def _ranks_text(ranks: list[int]) -> str:
-    """`rank 3`, or `ranks 1-7` / `ranks 0, 2, 5` (runs of consecutive ranks joined)."""
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    runs: list[list[int]] = []
+def _cause(crash: str, last_error: str | None) -> str:
+    """What a rank died of, with NCCL's last error where PyTorch quoted it."""
+    return crash + (f" (NCCL's last error: {last_error})" if last_error else "")
+
+
+def ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] → '0-2,5,7-8'; '-' when empty."""
+    out: list[str] = []
     for r in sorted(ranks):
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
+        if out and r == int(out[-1].split("-")[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
         else:
-            runs.append([r])
-    return "ranks " + ", ".join(
-        f"{x[0]}-{x[-1]}" if len(x) > 2 else ", ".join(map(str, x)) for x in runs
-    )
+            out.append(str(r))
+    return ",".join(out) or "-"
 
 
 def _collnet_fallback(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:

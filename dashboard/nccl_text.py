@@ -7,20 +7,13 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from analysis.nccl import ranges
+
+__all__ = ["ranges", "render_nccl"]
+
 Table = Callable[[pd.DataFrame], str]
 #: Families of lines not understood that the text lists (the JSON has them all).
 MAX_FAMILIES = 10
-
-
-def ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] → '0-2,5,7-8'; '-' when empty."""
-    out: list[str] = []
-    for r in sorted(ranks):
-        if out and r == int(out[-1].split("-")[-1]) + 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{r}"
-        else:
-            out.append(str(r))
-    return ",".join(out) or "-"
 
 
 def _where(w: dict | None) -> str:

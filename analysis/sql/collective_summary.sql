@@ -50,14 +50,14 @@ SELECT op,
     median(bytes) FILTER (WHERE NOT coalesce(size_mismatch, false)) AS bytes_median,
     median(transfer_ns) FILTER (WHERE _has_transfer(rid, n_ranks, complete, group_size))
         AS transfer_ns_median,
-    median(algbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
-        AS algbw_GBps_median,
-    median(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
-        AS busbw_GBps_median,
-    max(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
-        AS busbw_GBps_max,
-    count(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch))
-        AS n_bandwidth,
+    median(algbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal,
+        size_mismatch)) AS algbw_GBps_median,
+    median(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal,
+        size_mismatch)) AS busbw_GBps_median,
+    max(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal,
+        size_mismatch)) AS busbw_GBps_max,
+    count(busbw_GBps) FILTER (WHERE _trusted_bw(rid, n_ranks, complete, group_size, causal,
+        size_mismatch)) AS n_bandwidth,
     median(skew_start_ns) FILTER (WHERE n_ranks >= 2) AS skew_start_ns_median,
     max(skew_start_ns) FILTER (WHERE n_ranks >= 2) AS skew_start_ns_max,
     median(skew_end_ns) FILTER (WHERE n_ranks >= 2) AS skew_end_ns_median,

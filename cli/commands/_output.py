@@ -79,7 +79,7 @@ def fmt_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
         if pd.api.types.is_float_dtype(shown[c]):
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else floatfmt.format(v))
         elif not pd.api.types.is_numeric_dtype(shown[c]):  # object, str: mixed or missing
-            shown[c] = shown[c].astype(object).map(_cell)
+            shown[c] = shown[c].astype(object).map(lambda v: _cell(v, floatfmt))
     return shown.to_string(index=False)
 
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ingest.collective_names import normalize_op
 from ingest.formats.nccl_log import grammar as g
-from ingest.formats.nccl_log.chunk import classify_lines, line_array, split_colls
+from ingest.formats.nccl_log.chunk import LAST_ERROR, classify_lines, line_array, split_colls
 from ingest.formats.nccl_log.coll_batch import parse_tails
 from ingest.formats.nccl_log.prefix import (
     LEVEL_TOKEN,
@@ -274,7 +274,7 @@ class LogParser:
 
     def _unprefixed(self, line: str, after: bytes) -> bool:
         t = classify(line)
-        if t is None and "Last error:" in line:
+        if t is None and LAST_ERROR in line:
             quoted = last_error(line, clean(after))
             if quoted is not None:  # not counted: neither an NCCL line nor a c10d one
                 self._torch(quoted)
