@@ -211,7 +211,7 @@ def order_hung(hung: list[dict]) -> list[dict]:
             for r in bad
             if (h := waiting.get(r)) is not None and h is not g
         }
-        g["held_in"] = {waiting[r]["pg_name"] for r in g["held"]}
+        g["held_in"] = sorted({waiting[r]["pg_name"] for r in g["held"]})
     return sorted(hung, key=lambda g: (bool(g["held"]), g["cause"]["seq"], g["pg_name"]))
 
 
