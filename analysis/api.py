@@ -148,10 +148,12 @@ class Run:
         return out
 
     def keep(self) -> list[str]:
-        """Compute the run's analysis tables (analysis/session.py) now and keep them in the run
-        cache beside the store (analysis/run_cache.py), so that its next report reads them.
-        Returns the tables computed (or read back, when they were kept already)."""
+        """Compute the run's analysis tables (analysis/session.py) and its report now and keep
+        them beside the store (analysis/run_cache.py, analysis/report_cache.py), so that its
+        next report reads them. Returns the tables computed (or read back, when they were kept
+        already)."""
         with run_session(self.con, self.id, keep=True) as cached:
+            build_report(self.con, self.name, keep=True)
             return list(cached)
 
     def section(self, key: str) -> Any:

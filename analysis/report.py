@@ -7,6 +7,8 @@ capabilities add their section there.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, cast
@@ -14,7 +16,7 @@ from typing import Any, cast
 import duckdb
 import pandas as pd
 
-from analysis import db
+from analysis import db, report_cache
 from analysis.checklist import evaluate as checklist
 from analysis.collectives import collectives_section
 from analysis.db import run_id
@@ -158,14 +160,22 @@ DERIVED: dict[str, Callable[[dict], Any]] = {
 }
 
 
-def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True) -> Report:
+def build_report(
+    con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True, keep: bool = False
+) -> Report:
     """The full report of run `run`. A section whose builder raises is None, `analysis_errors`
     (present only then) maps its key to the error in words, and the failure is logged with its
     traceback (logger `commwall.report`), so that one failing section never hides the others:
     the CLI, the API, the dashboard and the export all get the rest. `keep_going=False` (tests)
     raises instead. The sections run inside the run's analysis session (analysis/session.py):
-    the intermediate tables they share are computed once."""
+    the intermediate tables they share are computed once. A report that took long to build is
+    kept beside the store and read back by later reports of the unchanged run
+    (analysis/report_cache.py); `keep=True` keeps it however quickly it was built."""
     rid = run_id(con, run)
+    kept = report_cache.load(con, rid)
+    if kept is not None:
+        return cast(Report, kept)
+    started = time.perf_counter()
     report: dict[str, Any] = {"run": run}
     errors: dict[str, str] = {}
     steps: list[tuple[str, Callable[[], Any]]] = [
@@ -186,4 +196,5 @@ def build_report(con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = Tr
                 )
     if errors:
         report["analysis_errors"] = errors
+    report_cache.save(con, rid, report, math.inf if keep else time.perf_counter() - started)
     return cast(Report, report)

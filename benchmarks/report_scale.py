@@ -9,9 +9,13 @@ tables apart, "session:" rows) and every report section, in wall and CPU seconds
 seconds of the process, all threads; on a machine shared with other work they are the fairer
 figure), and the table says which step dominates (by CPU seconds), and the CPU seconds per
 million (collective x rank) calls, which stays flat when nothing grows faster than linearly.
-Then the same report runs again in a fresh process ("warm"): a later command on the same run,
-which reads the session's tables from the run cache (analysis/run_cache.py) that the first
-wrote when computing them took long enough (the first run's figures include that write).
+Then the same report runs again in a fresh process ("kept"): a later command on the same run,
+which reads the whole report back (analysis/report_cache.py) that the first wrote when building
+it took long enough; and once more with that report removed ("warm"), which reads the session's
+tables from the run cache (analysis/run_cache.py) that the first wrote when computing them took
+long enough, and builds every section from them (the first run's figures include both writes).
+"report s", "kept s" and "warm s" are build_report's own time; "cpu s" and "peak MiB" those of
+the whole process (the interpreter and its imports included).
 Usage:
 
     python benchmarks/report_scale.py [--ranks 8 64 256 1024 4096] [--collectives 2000]
@@ -20,6 +24,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -93,12 +98,14 @@ def child(db: str, memory_limit: str) -> None:
 
     report.run_session = timed_session
     report.SECTIONS = {k: timed(k, f) for k, f in report.SECTIONS.items()}
-    report.DERIVED = {k: timed(k, f) for k, f in report.DERIVED.items()}
+    # "stragglers" and "model" are read again in context (DERIVED): time those apart
+    report.DERIVED = {k: timed(f"{k} (in context)", f) for k, f in report.DERIVED.items()}
     t = time.perf_counter()
     rep = report.build_report(con, "bench", keep_going=False)
     spent["total report"] = time.perf_counter() - t
     flagged = [s["rank"] for s in (rep["stragglers"] or {}).get("ranks", []) if s.get("flagged")]
-    print(json.dumps({"spent": spent, "cpu": cpu, "flagged": flagged}))
+    digest = hashlib.sha256(json.dumps(rep, sort_keys=True, default=str).encode()).hexdigest()
+    print(json.dumps({"spent": spent, "cpu": cpu, "flagged": flagged, "digest": digest}))
 
 
 def main() -> None:
@@ -115,8 +122,12 @@ def main() -> None:
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, "
           f"memory_limit {args.memory_limit}, {args.collectives} collectives per rank")  # fmt: skip
     head = f"{'ranks':>6} {'calls':>10} {'report s':>9} {'cpu s':>7} {'peak MiB':>9}"
+    head += f" {'kept s':>7} {'kept cpu':>8} {'kept MiB':>8}"
     head += f" {'warm s':>7} {'warm cpu':>8} {'warm MiB':>8}"
-    print(f"{head} {'cpu s per M calls':>17}  dominant step (s, cpu s)  straggler found/truth")
+    print(
+        f"{head} {'cpu s per M calls':>17}  dominant step (s, cpu s)  straggler found/truth"
+        "  (the three reports identical)"
+    )
     for ranks in args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "bench.duckdb"
@@ -124,15 +135,23 @@ def main() -> None:
             cmd += ["--db", str(db), "--ranks", str(ranks), "--collectives", str(args.collectives)]
             truth = json.loads(subprocess.run(cmd, check=True, capture_output=True).stdout)
             wall, cpu, rss, got = run_child(db, args.memory_limit)
-            # a later command on the same run reads the session's tables from the run cache
-            # (analysis/run_cache.py), which the first wrote when they took long enough
+            # a later command on the same run reads the whole report back (analysis/
+            # report_cache.py), which the first wrote when building it took long enough
+            _, kept_cpu, kept_rss, kept = run_child(db, args.memory_limit)
+            # without that report, a later command reads the session's tables from the run
+            # cache (analysis/run_cache.py) and builds every section from them
+            for path in Path(f"{db}.cache").glob("report-*.json"):
+                path.unlink()
             _, warm_cpu, warm_rss, warm = run_child(db, args.memory_limit)
+            if not got["digest"] == kept["digest"] == warm["digest"]:
+                raise SystemExit(f"{ranks} ranks: the three reports differ")
             spent, cpus = got["spent"], got["cpu"]
             # the steps: the session's tables and the sections (the session is their sum)
             steps = {k: v for k, v in cpus.items() if k not in ("open", "session")}
             top = max(steps, key=steps.get)
             calls = truth["rows"]["collectives"]
             print(f"{ranks:6d} {calls:10d} {spent['total report']:9.2f} {cpu:7.2f} {rss:9.0f} "
+                  f"{kept['spent']['total report']:7.2f} {kept_cpu:8.2f} {kept_rss:8.0f} "
                   f"{warm['spent']['total report']:7.2f} {warm_cpu:8.2f} {warm_rss:8.0f} "
                   f"{cpu / calls * 1e6:17.2f}  {top} ({spent[top]:.2f}, "
                   f"{cpus[top]:.2f})  {got['flagged']}/{truth['straggler_rank']}")  # fmt: skip
@@ -140,6 +159,9 @@ def main() -> None:
                 print(f"       {k:34s} {spent[k]:7.2f} s {cpus[k]:7.2f} cpu s")
             print(f"       {'warm: session (read back)':34s} {warm['spent']['session']:7.2f} s "
                   f"{warm['cpu']['session']:7.2f} cpu s")  # fmt: skip
+            for k, v in warm["spent"].items():  # the later report's sections
+                if k not in ("session", "total report") and not k.startswith("session:"):
+                    print(f"       {'warm: ' + k:34s} {v:7.2f} s {warm['cpu'][k]:7.2f} cpu s")
 
 
 def run_child(db: Path, memory_limit: str) -> tuple[float, float, float, dict]:

@@ -63,3 +63,16 @@ def _restore_main_module():
     main = sys.modules["__main__"]
     yield
     sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_reports(request, monkeypatch):
+    """Tests change analysis code in memory (a section made to fail, a threshold moved), which
+    the report cache's fingerprint (the code on disk) cannot see: a report kept by an earlier
+    ingest of the same store would be read instead. Off in this process for every test but
+    those of the cache itself (tests/test_report_cache.py); a command run in a process of its
+    own (the CLI in a subprocess, the browser tests' server) uses it as users do."""
+    if request.module.__name__ != "test_report_cache":
+        from analysis import report_cache
+
+        monkeypatch.setattr(report_cache, "ENABLED", False)

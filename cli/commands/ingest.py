@@ -82,8 +82,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-prepare",
         action="store_true",
-        help="do not compute the run's analysis tables after the ingest (by default they are, "
-        "and kept beside the store in DB.cache/, so that the run's first report reads them)",
+        help="do not compute the run's analysis tables and report after the ingest (by default "
+        "they are, and kept beside the store in DB.cache/, so that the run's first report reads "
+        "them)",
     )
     add_wait(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -182,12 +183,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prepare(db: str, name: str, quiet: bool) -> None:
-    """Compute run `name`'s analysis tables now (analysis.api.Run.keep), so that its first
-    report reads them from the run cache; a failure leaves the ingest as it was and is noted."""
+    """Compute run `name`'s analysis tables and report now (analysis.api.Run.keep), so that its
+    first report reads them back; a failure leaves the ingest as it was and is noted."""
     from analysis.api import Store  # here, not above: ingest alone never loads analysis
 
     if not quiet:
-        note(f"run {name!r}: preparing its analysis tables")
+        note(f"run {name!r}: preparing its analysis tables and report")
     try:
         with Store(db) as s:
             s.run(name).keep()
