@@ -3,6 +3,7 @@ analysis/sql/nccl_*.sql macros). Every key is present whether or not the run has
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,12 @@ NOTABLE_ENV = {
 #: … for these only when set to 1 (0 is the default).
 ENV_WHEN_ONE = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"}
 STATUSES = ("not_enqueued", "waiting", "completed", "crashed", "no_log")
+#: An out-of-memory message up to what it says was free: `CUDA out of memory. Tried to
+#: allocate 2.16 GiB. GPU 7 has a total capacity of 139.80 GiB of which 1.28 GiB is free.`
+#: (recent PyTorch), `... Tried to allocate 20.00 MiB (GPU 0; ...; 3.19 MiB free` (older).
+_OOM_FREE = re.compile(r"^.*?\bfree\b[^.;)]*[.)]?")
+#: Characters of an out-of-memory message quoted when it says nothing of free memory.
+OOM_QUOTE = 240
 
 
 def _rows(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> list[dict[str, Any]]:
@@ -140,6 +147,8 @@ def _crashed(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
             "crash": r["crash"],
             "last_error": r["last_error"],
             **(_where(con, r["first_file_id"], r["first_line"]) or {}),
+            "kind": r["crash_kind"],
+            "later_crash": r["later_crash"],
         }
         for r in rows
         if r["rank"] is not None
@@ -155,33 +164,58 @@ def _crashed(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
             "crash": other["crash"],
             "last_error": other["last_error"],
             **(_where(con, other["first_file_id"], other["first_line"]) or {}),
+            "kind": other["crash_kind"],
         },
     }
 
 
 def crash_sentence(crashed: Mapping[str, Any]) -> str | None:
     """Who died of what, in one clause per distinct cause (`ranks 1-7 died of NCCL error in:
-    ..., invalid usage ...; NCCL's last error: NET/IB : ...`); None when no rank died."""
+    ..., invalid usage ...; NCCL's last error: NET/IB : ...`); None when no rank died. What a
+    rank died of is its first fatal error (`rank 7 died of running out of GPU memory (...)`);
+    its later ones, which followed from it, are named after it."""
     causes: dict[tuple, list[int]] = {}
     for r in crashed.get("by_rank") or []:
-        causes.setdefault((r["crash"], r["last_error"]), []).append(r["rank"])
+        key = (r["crash"], r["last_error"], r.get("kind"), r.get("later_crash"))
+        causes.setdefault(key, []).append(r["rank"])
     parts = [
-        f"rank{'s' if len(ranks) > 1 else ''} {ranges(ranks)} died of {_cause(crash, last)}"
-        for (crash, last), ranks in causes.items()
+        f"rank{'s' if len(ranks) > 1 else ''} {ranges(ranks)} died of "
+        + _cause(crash, last, kind)
+        + _later(later, "their" if len(ranks) > 1 else "its")
+        for (crash, last, kind, later), ranks in causes.items()
     ]
     other, n = crashed.get("unattributed_first"), crashed.get("unattributed") or 0
     if other:
         parts.append(
             f"{'a process' if n == 1 else f'{n} crash lines'} of no known rank "
             f"{'died' if n == 1 else 'say the first died'} of "
-            + _cause(other["crash"], other["last_error"])
+            + _cause(other["crash"], other["last_error"], other.get("kind"))
         )
     return "; ".join(parts) or None
 
 
-def _cause(crash: str, last_error: str | None) -> str:
-    """What a rank died of, with NCCL's last error where PyTorch quoted it."""
+def _cause(crash: str, last_error: str | None, kind: str | None = None) -> str:
+    """What a rank died of, with NCCL's last error where PyTorch quoted it; an out-of-memory
+    says so, with what was asked for and what was free."""
+    if kind == "oom":
+        return f"running out of GPU memory ({oom_quote(crash)})"
     return crash + (f" (NCCL's last error: {last_error})" if last_error else "")
+
+
+def _later(later: str | None, whose: str = "its") -> str:
+    """The clause naming a rank's last fatal error after the first, or ''."""
+    return f", and {whose} later errors came after that (the last: {later})" if later else ""
+
+
+def oom_quote(message: str) -> str:
+    """An out-of-memory message cut after what it says was free (`torch.OutOfMemoryError: CUDA
+    out of memory. Tried to allocate 2.16 GiB. GPU 7 has a total capacity of 139.80 GiB of
+    which 1.28 GiB is free.`), where PyTorch's advice on fragmentation follows."""
+    m = _OOM_FREE.match(message)
+    if m is None:
+        return message if len(message) <= OOM_QUOTE else message[:OOM_QUOTE] + " …"
+    quote = m.group(0)
+    return quote + (" …)" if quote.count("(") > quote.count(")") else "")
 
 
 def ranges(ranks: list[int]) -> str:
@@ -240,11 +274,27 @@ def _timeout_collectives(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]
         g[r["status"]].append(r["rank"])
         if r["crash"]:
             g.setdefault("crashes", {})[r["rank"]] = r["crash"]
+            g.setdefault("crash_details", {})[r["rank"]] = {
+                "kind": r["crash_kind"],
+                **(_where(con, r["crash_file_id"], r["crash_line"]) or {}),
+                "later_crash": r["later_crash"],
+                "before_timeout": r["crash_before_timeout"],
+            }
     for g in groups.values():
         # a rank that never issued the collective, or died while the others waited in it
         g["likely_culprits"] = sorted(g["not_enqueued"] + g["crashed"])
         g.setdefault("crashes", {})
+        g.setdefault("crash_details", {})
     return list(groups.values())
+
+
+def _crashed_before(rank: int, crash: str, detail: Mapping[str, Any]) -> str:
+    """`rank 7 died: ...` for a timeout finding: its first fatal error, whether it came before
+    the watchdog timed out, and its last one when it has several (the later ones followed)."""
+    kind = detail.get("kind")
+    what = f"it ran out of GPU memory ({oom_quote(crash)})" if kind == "oom" else crash
+    when = " before the watchdog timed out" if detail.get("before_timeout") else ""
+    return f"rank {rank} died: {what}{when}{_later(detail.get('later_crash'))}"
 
 
 def _collectives(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
@@ -287,7 +337,10 @@ def _findings(s: dict[str, Any]) -> list[str]:
             why = []
             if t["not_enqueued"]:
                 why.append(f"rank(s) {t['not_enqueued']} never issued it")
-            why += [f"rank {r} died: {msg}" for r, msg in sorted(t["crashes"].items())]
+            why += [
+                _crashed_before(r, msg, t["crash_details"].get(r) or {})
+                for r, msg in sorted(t["crashes"].items())
+            ]
             out.append(
                 f"watchdog timeout on {t['op_type']} SeqNum {t['seq']} (PG {t['pg']}): "
                 f"{'; '.join(why)} — likely culprit(s); {len(t['waiting'])} rank(s) waited "

@@ -338,12 +338,15 @@ CREATE TABLE IF NOT EXISTS nccl_warnings (
 --                 enqueued / completed work of the rank) | heartbeat (watchdog stuck) | dump
 --                 (flight-recorder dump notice) | crash (`terminate called ...`, `what():`,
 --                 a fatal Python exception under `[rankN]:`; a `what():` quoting an NCCL
---                 error is also a row of nccl_warnings) | last_error (NCCL's last error that
---                 PyTorch quotes on the line after `Last error:`; line_no is that line's).
+--                 error is also a row of nccl_warnings) | oom (a process or thread that died
+--                 of running out of GPU memory: `torch.OutOfMemoryError: CUDA out of memory`
+--                 and its older shapes) | last_error (NCCL's last error that PyTorch quotes on
+--                 the line after `Last error:`; line_no is that line's).
 -- rank            global rank: the `[rankN]:` header, else the PG rank of the default PG,
 --                 else the number a launcher tag in front of the line names (`7:` of srun
 --                 --label; the analysis maps it through the tag's processes).
--- rank_source     header | default_pg | launcher_tag.
+-- rank_source     header | default_pg | launcher_tag | tag_header (a launcher tag whose
+--                 `[rankN]:` lines all name that same rank N).
 -- pg, pg_desc, pg_rank  process group id, its description/GUID, and the rank in it.
 -- seq             PyTorch's per-PG sequence number (SeqNum, = flight recorder
 --                 collective_seq_id), not NCCL's opCount.

@@ -94,17 +94,21 @@ def test_the_rank_that_died_is_the_watchdog_timeouts_culprit(tmp_path):
     """029 (PyTorch watchdog, 8 ranks under `srun -l`): line 242 `7: RANK 7: ... WORLD_SIZE 8`;
     ranks 0-6 each report `Watchdog caught collective operation timeout: WorkNCCL(SeqNum=92,
     OpType=ALLREDUCE ...` (line 4837 for rank 2 ...) and quote it again when the watchdog thread
-    terminates (line 4865 for rank 3 ...); rank 7 never does: line 5136 `7: [rank7]:
-    RuntimeError: Time out when prefetcher gets embed data at 600 seconds.` The report said
-    world size 7, "no log -", no culprit and 14 timeouts."""
+    terminates (line 4865 for rank 3 ...); rank 7 never does: it ran out of GPU memory at line
+    4513 (`7: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.16 GiB ...`) and
+    ended on line 5136 `7: [rank7]: RuntimeError: Time out when prefetcher gets embed data at
+    600 seconds.` The report said world size 7, "no log -", no culprit and 14 timeouts; then
+    it named the line-5136 timeout, a consequence, as what rank 7 died of (test_nccl_oom.py)."""
     (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["029"]]).values()
     assert s["ranks"]["world_size"] == 8 and s["ranks"]["without_log"] == []
     assert s["timeouts"]["count"] == 7
     (t,) = s["timeouts"]["collectives"]
     assert (t["seq"], t["waiting"], t["crashed"]) == (92, list(range(7)), [7])
     assert t["likely_culprits"] == [7]
-    assert t["crashes"][7].startswith("RuntimeError: Time out when prefetcher gets embed data")
-    assert any("rank 7 died: RuntimeError" in f for f in s["findings"])
+    assert t["crashes"][7].startswith("torch.OutOfMemoryError: CUDA out of memory.")
+    later = t["crash_details"][7]["later_crash"]
+    assert later.startswith("RuntimeError: Time out when prefetcher gets embed data")
+    assert any("rank 7 died: it ran out of GPU memory" in f for f in s["findings"])
 
 
 def _abort_chains(path) -> tuple[int, int]:

@@ -70,15 +70,19 @@ FROM cats c LEFT JOIN x USING (category)
 GROUP BY c.category
 ORDER BY list_position(['warning', 'error', 'timeout'], c.category);
 
--- nccl_crash_rows(rid): the crash and last_error rows of run `rid` (nccl_timeouts) with
+-- nccl_crash_rows(rid): the crash, oom and last_error rows of run `rid` (nccl_timeouts) with
 -- their global rank.
 --   rid       run_id.
---   returns   file_id, line_no, kind (crash | last_error), seq, message,
+--   returns   file_id, line_no, kind (crash | oom | last_error; oom: a process or thread that
+--                       died of running out of GPU memory, a crash of its own kind), seq,
+--             message,
 --             rank      the row's own rank; for a launcher tag's number (rank_source
 --                       launcher_tag), the rank that the same file's NCCL processes with that
 --                       tag hold when they all hold one and the same (nccl_proc_ranks), else
 --                       NULL: `srun --label` numbers tasks, and one task per node (torchrun
---                       under srun) makes the tag a node's number, not a rank.
+--                       under srun) makes the tag a node's number, not a rank. A tag number
+--                       that PyTorch's `[rankN]:` headers under the same tag all repeat
+--                       (rank_source tag_header, set by the parser) is that rank.
 -- Algorithm: a left join of the rows to the tags whose processes agree on one rank.
 CREATE OR REPLACE TEMP MACRO nccl_crash_rows(rid) AS TABLE
 WITH tags AS (
@@ -93,7 +97,7 @@ SELECT x.file_id, x.line_no, x.kind, x.seq, x.message,
 FROM nccl_timeouts x
 LEFT JOIN tags g ON x.rank_source = 'launcher_tag' AND g.file_id = x.file_id
     AND g.tag_rank = x.rank
-WHERE x.run_id = rid AND x.kind IN ('crash', 'last_error');
+WHERE x.run_id = rid AND x.kind IN ('crash', 'oom', 'last_error');
 
 -- nccl_timeout_ranks(rid): for every collective a watchdog timed out on in run `rid`, the
 -- state of every rank of the job.
@@ -104,16 +108,25 @@ WHERE x.run_id = rid AND x.kind IN ('crash', 'last_error');
 --             status        not_enqueued (last enqueued < seq: the rank never issued the
 --                           collective — the likely culprit) | waiting (issued it, never
 --                           completed it: a victim) | completed | crashed (no progress or
---                           timeout of its own, but it died: a `what():`, `terminate called`
---                           or a fatal Python exception under its `[rankN]:` prefix — a likely
---                           culprit too) | no_log (nothing known),
+--                           timeout of its own, but it died: a `what():`, `terminate called`,
+--                           a fatal Python exception under its `[rankN]:` prefix, or running
+--                           out of GPU memory — a likely culprit too) | no_log (nothing known),
 --             last_enqueued, last_completed   the rank's latest progress report for the pg,
---             crash         the first crash line of a crashed rank (NULL otherwise).
+--             crash         the first crash line of a crashed rank (file order: what it died
+--                           of; the later ones, a timeout waiting on a thread that died, are
+--                           consequences) (NULL otherwise),
+--             crash_kind    that line's kind (crash | oom),
+--             crash_file_id, crash_line   where it is,
+--             later_crash   the rank's last crash line when it has several (NULL: one),
+--             crash_before_timeout   the crash line comes before the first line of the same
+--                           file that reports this timeout (NULL: no such line in its file, or
+--                           not crashed).
 -- Algorithm: NCCL_LOG.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
 -- 0 .. world-1 takes its latest progress line (last enqueued / completed) for that pg; a
 -- rank that timed out on that seq itself issued it. Ranks compare on global rank. A timeout
 -- line that names no pg (`[Rank 2] Watchdog caught ...`) takes the pg that the rank's other
 -- lines about the same seq name (the `failure detected by watchdog` line that follows it).
+-- A rank's crash lines (crash and oom rows) are ordered by (file, line).
 CREATE OR REPLACE TEMP MACRO nccl_timeout_ranks(rid) AS TABLE
 WITH named AS (
     SELECT rank, seq, min(pg) AS pg
@@ -137,10 +150,20 @@ progress AS (
     GROUP BY pg, rank
 ),
 crashes AS (
-    SELECT rank, arg_min(message, (file_id, line_no)) AS crash
+    SELECT rank, arg_min(message, (file_id, line_no)) AS crash,
+        arg_min(kind, (file_id, line_no)) AS crash_kind,
+        arg_min(file_id, (file_id, line_no)) AS crash_file_id,
+        arg_min(line_no, (file_id, line_no)) AS crash_line,
+        CASE WHEN count(*) > 1 THEN arg_max(message, (file_id, line_no)) END AS later_crash
     FROM nccl_crash_rows(rid)
-    WHERE kind = 'crash' AND rank IS NOT NULL
+    WHERE kind IN ('crash', 'oom') AND rank IS NOT NULL
     GROUP BY rank
+),
+reported AS (  -- where each file first reports a timeout of each seq
+    SELECT file_id, seq, min(line_no) AS line_no
+    FROM nccl_timeouts
+    WHERE run_id = rid AND kind IN ('timeout', 'crash') AND seq IS NOT NULL
+    GROUP BY ALL
 ),
 ranks AS (
     SELECT unnest(range(greatest(
@@ -158,10 +181,16 @@ SELECT t.pg, t.seq, t.op_type, r.rank,
         ELSE 'no_log'
     END AS status,
     p.last_enqueued, p.last_completed,
-    CASE WHEN status = 'crashed' THEN k.crash END AS crash
+    CASE WHEN status = 'crashed' THEN k.crash END AS crash,
+    CASE WHEN status = 'crashed' THEN k.crash_kind END AS crash_kind,
+    CASE WHEN status = 'crashed' THEN k.crash_file_id END AS crash_file_id,
+    CASE WHEN status = 'crashed' THEN k.crash_line END AS crash_line,
+    CASE WHEN status = 'crashed' THEN k.later_crash END AS later_crash,
+    CASE WHEN status = 'crashed' THEN k.crash_line < f.line_no END AS crash_before_timeout
 FROM t CROSS JOIN ranks r
 LEFT JOIN progress p ON p.rank = r.rank AND p.pg IS NOT DISTINCT FROM t.pg
 LEFT JOIN crashes k ON k.rank = r.rank
+LEFT JOIN reported f ON f.file_id = k.crash_file_id AND f.seq = t.seq
 ORDER BY t.pg, t.seq, r.rank;
 
 -- nccl_crashes(rid): the ranks of run `rid` that died of an error of their own, each with
@@ -170,21 +199,29 @@ ORDER BY t.pg, t.seq, r.rank;
 --   rid       run_id.
 --   returns   rank          global rank (nccl_crash_rows; NULL: the crashes of no known rank,
 --                           one row for all of them),
---             n_crash_lines its crash lines,
---             crash         the first (file order),
+--             n_crash_lines its crash lines (crash and oom rows),
+--             crash         the first (file order): what the rank died of; the later ones
+--                           (a timeout waiting on the thread that ran out of memory) follow
+--                           from it,
+--             crash_kind    its kind (crash | oom),
+--             later_crash   the last crash line when there are several (NULL: one),
 --             last_error    the first NCCL last error quoted under the rank's crash (NULL:
 --                           none quoted),
 --             first_file_id, first_line   where the first crash line is.
 --   Ordered by rank, NULL last.
--- Algorithm: crash rows without a seq, and last_error rows, grouped by rank; a rank with a
--- last error but no such crash line is left out.
+-- Algorithm: crash and oom rows without a seq, and last_error rows, grouped by rank; a rank
+-- with a last error but no such crash line is left out.
 CREATE OR REPLACE TEMP MACRO nccl_crashes(rid) AS TABLE
 SELECT rank,
-    count(*) FILTER (WHERE kind = 'crash') AS n_crash_lines,
-    arg_min(message, (file_id, line_no)) FILTER (WHERE kind = 'crash') AS crash,
+    count(*) FILTER (WHERE kind <> 'last_error') AS n_crash_lines,
+    arg_min(message, (file_id, line_no)) FILTER (WHERE kind <> 'last_error') AS crash,
+    arg_min(kind, (file_id, line_no)) FILTER (WHERE kind <> 'last_error') AS crash_kind,
+    CASE WHEN n_crash_lines > 1
+        THEN arg_max(message, (file_id, line_no)) FILTER (WHERE kind <> 'last_error')
+    END AS later_crash,
     arg_min(message, (file_id, line_no)) FILTER (WHERE kind = 'last_error') AS last_error,
-    arg_min(file_id, (file_id, line_no)) FILTER (WHERE kind = 'crash') AS first_file_id,
-    arg_min(line_no, (file_id, line_no)) FILTER (WHERE kind = 'crash') AS first_line
+    arg_min(file_id, (file_id, line_no)) FILTER (WHERE kind <> 'last_error') AS first_file_id,
+    arg_min(line_no, (file_id, line_no)) FILTER (WHERE kind <> 'last_error') AS first_line
 FROM nccl_crash_rows(rid)
 WHERE kind = 'last_error' OR seq IS NULL
 GROUP BY rank

@@ -7,6 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.formats.nccl_log.torch_lines import OOM_MARK
+
 COLL_MARK = " opCount "
 
 
@@ -30,16 +32,21 @@ PY_EXCEPTION = r"\[rank[0-9]+\]: [A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Inter
 
 #: The line before NCCL's last error in PyTorch's exception text (torch_lines.LAST_ERROR).
 LAST_ERROR = "Last error:"
+#: That line, or one that says `out of memory` (both literal: no regex character in them).
+QUOTED_OR_OOM = f"{LAST_ERROR}|{OOM_MARK}"
 
 
 def classify_lines(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Row numbers of the COLL candidates (NCCL lines with ` opCount `) and of the other
     lines mentioning NCCL (or shaped like an old NCCL warning, a rank's fatal Python
-    exception, or the line before NCCL's last error)."""
+    exception, the line before NCCL's last error, or saying `out of memory`)."""
     nccl = np.asarray(pc.match_substring(lines, "NCCL"))
     if not nccl.all():
         nccl |= np.asarray(pc.match_substring_regex(lines, OLD_WARN))
-        nccl |= np.asarray(pc.match_substring(lines, LAST_ERROR))
+        # NCCL's last error, and a rank's death of running out of GPU memory (torch_lines.OOM:
+        # `7: torch.OutOfMemoryError: CUDA out of memory. ...` names neither NCCL nor
+        # `[rankN]:`), in one pass: about the time of one substring search
+        nccl |= np.asarray(pc.match_substring_regex(lines, QUOTED_OR_OOM))
         ranked = np.flatnonzero(~nccl & np.asarray(pc.match_substring(lines, "[rank")))
         if ranked.size:
             hit = pc.match_substring_regex(lines.take(pa.array(ranked)), PY_EXCEPTION)

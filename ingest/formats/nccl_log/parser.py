@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.collective_names import normalize_op
 from ingest.formats.nccl_log import grammar as g
@@ -39,8 +40,9 @@ from ingest.formats.nccl_log.prefix import (
     core,
     outer,
 )
-from ingest.formats.nccl_log.tables import SCHEMAS, Spool, column, rows_table
+from ingest.formats.nccl_log.tables import I32, SCHEMAS, Spool, column, rows_table
 from ingest.formats.nccl_log.torch_lines import (
+    OOM_MARK,
     TIMEOUT,
     TorchLine,
     classify,
@@ -114,6 +116,8 @@ class LogParser:
         self.abort_chain: set[tuple[int, int]] = set()
         self.chains = 0
         self.versions: set[str] = set()
+        #: the `[rankN]:` headers of the PyTorch lines under each launcher tag's number
+        self.tag_headers: dict[int, set[int]] = {}
         self.bare: list[tuple[Outer, re.Match[str]]] = []
         self.floor = (0, 0, 0)
         self.heads: dict[bytes, int] = {}
@@ -274,6 +278,8 @@ class LogParser:
 
     def _unprefixed(self, line: str, after: bytes) -> bool:
         t = classify(line)
+        if t is not None and t.fields.get("rank_source") == "header":
+            self._tag_header(line, t.fields["rank"])
         if t is None and LAST_ERROR in line:
             quoted = last_error(line, clean(after))
             if quoted is not None:  # not counted: neither an NCCL line nor a c10d one
@@ -293,11 +299,15 @@ class LogParser:
             self.count["recognised"] += 2
             self._torch(joined)
             return True
+        if t is not None and "NCCL" not in line:
+            # a rank's fatal Python exception or out-of-memory: PyTorch's, not NCCL's (another
+            # line read only for saying `out of memory` is none of this parser's business)
+            if t.kind in ("crash", "oom") or OOM_MARK not in line:
+                self.count["torch"] += 1
+                self._torch(t)
+            return False
         if t is not None:
             self.count["torch"] += 1
-            if "NCCL" not in line:  # a rank's fatal Python exception: PyTorch's, not NCCL's
-                self._torch(t)
-                return False
             self.count["nccl"] += 1
             if t.kind == "other":
                 self._unknown(None, "torch", line)
@@ -312,6 +322,14 @@ class LogParser:
             self.count["damaged"] += 1
             self._unknown(None, "damaged", line)
         return False
+
+    def _tag_header(self, line: str, rank: int) -> None:
+        """Note that the launcher tag in front of `line`'s `[rankN]:` header (`7: [rank7]:
+        ...`), if any, carried PyTorch's rank `rank`."""
+        at = line.find("[rank")
+        o = outer(line[:at]) if at > 0 else NO_OUTER
+        if o.tag_rank is not None and not (o.tag or "").startswith("[rank"):
+            self.tag_headers.setdefault(o.tag_rank, set()).add(rank)
 
     def _unreadable(self, kind: str, proc: int | None, line: str) -> None:
         """A line too long, or with a number out of range, counted as NCCL's when it names
@@ -783,6 +801,7 @@ class LogParser:
     def tables(self) -> dict[str, pa.Table]:
         """Every nccl_* table of the file (call `finish` first)."""
         out = {name: s.table() for name, s in self.spools.items()}
+        out["nccl_timeouts"] = self._confirm_tags(out["nccl_timeouts"])
         out["nccl_processes"] = rows_table(self.proc_rows, SCHEMAS["nccl_processes"])
         out["nccl_communicators"] = rows_table(self.comms, SCHEMAS["nccl_communicators"])
         c = self.count
@@ -800,6 +819,21 @@ class LogParser:
             SCHEMAS["nccl_files"],
         )  # fmt: skip
         return out
+
+    def _confirm_tags(self, t: pa.Table) -> pa.Table:
+        """`t` (nccl_timeouts) with rank_source `tag_header` on the rows whose rank is a
+        launcher tag's number N where every `[rankM]:` header under that tag is N (`7:
+        torch.OutOfMemoryError: ...` in a file whose `7: [rank7]: ...` lines say tag 7 is rank
+        7): PyTorch itself vouches for the tag, with or without NCCL processes under it."""
+        tags = [tag for tag, ranks in self.tag_headers.items() if ranks == {tag}]
+        if not tags or t.num_rows == 0:
+            return t
+        source = t.column("rank_source")
+        hit = pc.and_(
+            pc.equal(source, "launcher_tag"), pc.is_in(t.column("rank"), pa.array(tags, I32))
+        )
+        marked = pc.if_else(pc.fill_null(hit, False), "tag_header", source)
+        return t.set_column(t.schema.get_field_index("rank_source"), "rank_source", marked)
 
     def discard(self) -> None:
         """Stop the worker and drop spilled data after a failure."""

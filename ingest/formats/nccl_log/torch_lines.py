@@ -55,6 +55,18 @@ CRASH = C(
 PY_EXCEPTION = C(
     r"\[rank(?P<rank>\d+)\]: (?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (?P<msg>.*)$"
 )
+#: A rank's process or thread dying of running out of GPU memory: the last line of its Python
+#: traceback (`torch.OutOfMemoryError` since PyTorch 2.5, `torch.cuda.OutOfMemoryError` 1.13 to
+#: 2.4, `RuntimeError` before; `CUDA error: out of memory` when the CUDA runtime says it) or the
+#: `what():` of C++'s c10::OutOfMemoryError, with nothing but tags in front (launcher tags,
+#: `[rankN]:`, bracketed timestamps): a logger's sentence that mentions an OOM is no death.
+OOM = C(
+    r"^(?P<pre>(?:\s*(?:\[[^\]]*\]:?|\([^)]*\)|[^\s:\[(]+:))*)\s*"
+    r"(?:(?P<exc>(?:torch\.(?:cuda\.)?)?OutOfMemoryError|RuntimeError):|what\(\):)\s*"
+    r"(?P<msg>(?:CUDA|HIP) (?:error: )?out of memory\b.*)$"
+)
+#: What every OOM line holds (chunk.classify_lines lets the lines that say it through).
+OOM_MARK = "out of memory"
 NCCL_ERROR = C(
     r"NCCL error in: (?P<where>\S+?),? (?P<what>.*?)(?:, NCCL version (?P<ver>\d+\.\d+\.\d+\S*))?$"
 )
@@ -67,8 +79,8 @@ LAST_ERROR = C(r"^(?P<pre>.*?)Last error:\s*$")
 @dataclass
 class TorchLine:
     """One recognised PyTorch line. `kind`: timeout | progress | heartbeat | dump | crash |
-    last_error (a row of nccl_timeouts) or error (a row of nccl_warnings) or other (an unknown
-    c10d line)."""
+    oom (a crash of running out of GPU memory) | last_error (a row of nccl_timeouts) or error
+    (a row of nccl_warnings) or other (an unknown c10d line)."""
 
     kind: str
     fields: dict = field(default_factory=dict)
@@ -130,9 +142,24 @@ def last_error(line: str, after: str) -> TorchLine | None:
     return TorchLine("last_error", launcher_rank(pre), text)
 
 
+def out_of_memory(line: str) -> TorchLine | None:
+    """The oom crash `line` is (`7: torch.OutOfMemoryError: CUDA out of memory. Tried to
+    allocate 2.16 GiB ...`), with the rank its `[rankN]:` or launcher tag names (none when the
+    line has no such tag); None for any other line."""
+    m = OOM.match(line) if OOM_MARK in line else None
+    if m is None:
+        return None
+    exc = m.group("exc")
+    rank = {"rank": None, "rank_source": None} | launcher_rank(m.group("pre"))
+    return TorchLine("oom", rank, (f"{exc}: " if exc else "") + m.group("msg"))
+
+
 def classify(line: str) -> TorchLine | None:
     """The PyTorch line `line` is, or None when it is not one (the caller checked it mentions
-    NCCL)."""
+    NCCL, or is a fatal exception's shape: a rank's Python exception, an out-of-memory)."""
+    oom = out_of_memory(line)
+    if oom is not None:
+        return oom
     header = next((m for rx in HEADERS if (m := rx.search(line))), None)
     if header is None and (py := PY_EXCEPTION.search(line)) and not TIMEOUT.search(line):
         rank = {"rank": int(py.group("rank")), "rank_source": "header"}
