@@ -15,7 +15,8 @@ from typing import Any
 from analysis.model.step import mostly_waiting
 from analysis.nccl import gdr_off_matters
 from analysis.policy import INTERMITTENT_COST_SHARE, INTERMITTENT_SHARE
-from analysis.stopped import HUNG_FIGURES, STRAGGLERS_CAVEAT, figures_hold_the_hang
+from analysis.stopped import HUNG_FIGURES, figures_hold_the_hang, stragglers_caveat
+from analysis.stragglers import late_not_compute
 from analysis.verdict import EXPOSED_SHARE_LIMIT, not_the_network, wait_fraction
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
@@ -97,7 +98,7 @@ def stragglers(report: Mapping[str, Any]) -> Item:
             title,
             page,
             NOT_OBSERVABLE,
-            f"{STRAGGLERS_CAVEAT} {s.get('verdict') or 'No rank was flagged.'}",
+            f"{stragglers_caveat(report)} {s.get('verdict') or 'No rank was flagged.'}",
             _stopped_action(report),
         )
 
@@ -130,8 +131,9 @@ def stragglers(report: Mapping[str, Any]) -> Item:
 
     compute = [r for r in flagged if r.get("kind") == "compute"]
     if not compute:
-        names = ", ".join(
-            f"{who(r)} ({(r.get('compute_ratio') or 0):.2f}x the median operator work)"
+        names = "; ".join(
+            f"{who(r)} is "
+            + late_not_compute(r.get("compute_ratio"), r.get("compute_ms"), r.get("delay_ms"))
             for r in flagged
         )
         return _item(
@@ -139,9 +141,8 @@ def stragglers(report: Mapping[str, Any]) -> Item:
             title,
             page,
             OK,
-            f"Straggler {names} does no more operator work than the median rank: not a slow "
-            "device, so not thermal throttling. The diagnosis says where its time goes (host, "
-            "input pipeline or launch delay).",
+            f"Straggler {names}: not mainly a slow device, so not thermal throttling. The "
+            "diagnosis says where its time goes (host, input pipeline or launch delay).",
         )
     names = ", ".join(f"{who(r)} ({(r.get('compute_ratio') or 0):.2f}x)" for r in compute)
     gpu = (report.get("run_info") or {}).get("device_kind") == "gpu"
@@ -385,7 +386,7 @@ def busbw(report: Mapping[str, Any], link_peak_gbps: float | None = None) -> Ite
             "Upload one trace per rank of the same steps.",
         )
     op, best = max(measured, key=lambda m: m[1])
-    seen = f"best median busbw {best:.1f} GB/s ({op})"
+    seen = f"best median busbw {best:.3g} GB/s ({op})"  # as the diagnosis quotes it
     if not link_peak_gbps:
         return _item(
             "busbw",

@@ -25,6 +25,7 @@ from typing import Any
 
 from analysis import policy
 from analysis.stopped import before_the_hang, crash_stop, stop_sentence
+from analysis.stragglers import SAME_WORK, late_not_compute
 from analysis.summary import PART_LABELS
 from analysis.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -81,6 +82,31 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
+def _late_start(r: Mapping[str, Any]) -> bool:
+    """Whether a late rank is late before its steps begin: it enters them later than the first
+    rank by at least LATE_START_SHARE of its delay at the collectives (stragglers.sql)."""
+    start, delay = r.get("start_delay_ms"), r.get("delay_ms")
+    return bool(start and delay and delay > 0 and start >= policy.LATE_START_SHARE * delay)
+
+
+def _more_work(r: Mapping[str, Any]) -> bool:
+    """Whether a rank that is not flagged is late for its operator work: the compute
+    straggler's rule (stragglers.sql), its extra work at least STRAGGLER_COMPUTE_FRACTION of its
+    delay; when its delay is not known, 1.1x the median rank's work."""
+    ratio, compute, delay = r.get("compute_ratio"), r.get("compute_ms"), r.get("delay_ms")
+    if not ratio or ratio <= SAME_WORK:
+        return False
+    if compute is None or delay is None:
+        return ratio >= 1.1
+    return compute * (1 - 1 / ratio) >= policy.STRAGGLER_COMPUTE_FRACTION * max(delay, 0.0)
+
+
+def _limit_pct(x: float, limit: float) -> str:
+    """A share beside the limit it is judged by: one decimal where whole percent would print
+    the limit itself (9.8% is no wall at 10%, but "10%" reads as one)."""
+    return f"{100 * x:.1f}%" if round(100 * x) == round(100 * limit) else _pct(x)
+
+
 def _culprits(report: Mapping[str, Any]) -> list[dict]:
     """Ranks causing the waiting, largest share first (share >= 10% of all waiting)."""
     ranks = (report.get("stragglers") or {}).get("ranks") or []
@@ -93,19 +119,40 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
         if share < 0.10 or len(out) >= 2:
             break
         ratio = r.get("compute_ratio")
-        if r.get("kind") == "compute" or (not r.get("flagged") and ratio and ratio >= 1.1):
+        if r.get("kind") == "compute" or (not r.get("flagged") and _more_work(r)):
             why = f"it does {ratio:.2f}x the median rank's operator work" + (
                 " (a compute straggler)" if r.get("flagged") else ""
             )
             kind = "compute"
+        elif _late_start(r):
+            start = (
+                f"enters its steps {_f(r['start_delay_ms'])} after the first rank "
+                f"({_pct(r['start_delay_ms'] / r['delay_ms'])} of its {_f(r['delay_ms'])} delay "
+                "at the collectives)"
+            )
+            why = (
+                f"it too {start}"
+                if any(c["late_start"] for c in out)
+                else f"it {start}: it is late before its step begins (the previous step's host "
+                "work, data loading or the optimizer, between the profiler's step marks), not "
+                "inside it; the replay starts each rank where its step began, so it leaves this "
+                "delay out"
+            )
+            kind = "other"
         elif ratio is not None:
             why = (
-                f"it is late without doing more operator work ({ratio:.2f}x the median rank):"
-                " a host, input-pipeline or launch delay"
+                "it is "
+                + late_not_compute(ratio, r.get("compute_ms"), r.get("delay_ms"))
+                + ": a host, input-pipeline or launch delay"
             )
             kind = "other"
         else:
-            why = "no operator time to compare it on"
+            why = (
+                "no operator time to compare it on"
+                if (report.get("run_info") or {}).get("n_steps")
+                # operator work is compared per step: without step marks there is none
+                else "no steps marked in the traces to compare its operator work on"
+            )
             kind = "unknown"
         idle = decomp.get(r["rank"], {}).get("idle_ms")
         # the other ranks' median: with two ranks a median over all would include the culprit
@@ -124,6 +171,7 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
                 "why": why,
                 "idle_ms_per_step": idle,
                 "median_idle_ms_per_step": med_idle,
+                "late_start": kind == "other" and _late_start(r),
             }
         )
     return out
@@ -168,7 +216,8 @@ def _culprit_sentence(c: dict, n_steps: int | None) -> str:
             f"{c['n_last']}/{c['n_instances']} collectives ({persistent}); {c['why']}"
         )
     idle, med = c.get("idle_ms_per_step"), c.get("median_idle_ms_per_step")
-    if c["kind"] != "compute" and idle is not None and med is not None and idle > med + 0.05:
+    late_inside = c["kind"] != "compute" and not c.get("late_start")
+    if late_inside and idle is not None and med is not None and idle > med + 0.05:
         s += (
             f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the other ranks "
             "(median)"
@@ -204,8 +253,9 @@ def _wall_words(wall: bool, marginal: bool, waiting: bool | None, set_by: str | 
 
 def _outlier_step_sentence(report: Mapping[str, Any]) -> str | None:
     """When one step window pulls the mean step (the figures above) well above the median, name
-    it: the median is the typical step. The last profiled step often does: its window lasts
-    until the GPU has finished the work queued for it, however far the GPU lags the host."""
+    it: the median is the typical step. On GPU traces the last profiled step often does: its
+    window lasts until the GPU has finished the work queued for it, however far the GPU lags the
+    host (said only of GPU traces: on CPU traces nothing is queued, the step itself was slow)."""
     s = report.get("summary") or {}
     mean, med = s.get("step_ms"), s.get("step_ms_median")
     rows = (report.get("decomposition") or {}).get("steps") or []
@@ -216,10 +266,11 @@ def _outlier_step_sentence(report: Mapping[str, Any]) -> str | None:
         return None
     steps = {k: sum(v) / len(v) for k, v in per.items()}
     worst = max(steps, key=lambda k: steps[k])
+    on_gpu = (report.get("run_info") or {}).get("device_kind") == "gpu"
     last = (
         " (the last profiled step, whose window lasts until the GPU has finished the work "
         "queued for it)"
-        if worst == max(steps)
+        if worst == max(steps) and on_gpu  # CPU traces queue nothing: the step itself is slow
         else ""
     )
     return (
@@ -433,6 +484,20 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             "at the wall's edge: transfer and waiting together pass the line, neither alone "
             "does, and compute dominates the step"
         )
+    compute_share = shares["compute_only_ms"] + shares["compute_overlapped_ms"]
+    mostly_compute = (
+        big
+        and not wall
+        and label == CAUSES[big[0]][1]
+        and compute_share >= policy.COMPUTE_MAJORITY
+        and shares[big[0]] < policy.OVERHEAD_BOUND_SHARE
+    )
+    if mostly_compute:
+        # the cause stays the overhead to remove, but the step is not "bound" by 13% of it
+        label = (
+            f"mostly compute ({_pct(compute_share)} of it); its largest overhead is "
+            f"{PART_LABELS[big[0]]}, {_f(s.get(big[0]))} ({_pct(shares[big[0]])})"
+        )
     culprits = _culprits(report)
     n_steps = (report.get("run_info") or {}).get("n_steps")
     scope = "step" if s.get("scope") == "steps" else "trace span per rank"
@@ -445,9 +510,15 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     )
     head = (
         f"{_wall_words(wall, marginal, waiting, set_by)}: exposed communication is "
-        f"{_f(comm)} ({_pct(exposed)}) of the {_f(step)} {scope} — "
+        f"{_f(comm)} ({_limit_pct(exposed, policy.WALL_EXPOSED_SHARE)}) of the {_f(step)} "
+        f"{scope} — "
         + (
-            f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
+            # a wait for a rank that is not traced looks like transfer on the traced ranks
+            f"{_f(s.get('exposed_transfer_ms'))} counted as data transfer (it includes any "
+            f"waiting for the {partial[1] - partial[0]} ranks not traced) and "
+            f"{_f(s.get('exposed_wait_ms'))} of waiting for late traced ranks"
+            if matched and partial and comm > 0
+            else f"{_f(s.get('exposed_transfer_ms'))} of data transfer and "
             f"{_f(s.get('exposed_wait_ms'))} of waiting for late ranks"
             if matched or comm <= 0
             else "transfer or waiting for late ranks, which one rank's calls cannot tell apart"
@@ -460,7 +531,15 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     sentences: list[tuple[str, str | None]] = [("what", head)]
     if big:
         names = ", ".join(f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in big)
-        sentences.append(("what", f"The step is {label}. Largest non-compute parts: {names}."))
+        if mostly_compute:  # the label named the largest overhead already
+            others = big[1:]
+            names = ", ".join(
+                f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in others
+            )
+            more = f" Other non-compute parts: {names}." if others else ""
+            sentences.append(("what", f"The step is {label}.{more}"))
+        else:
+            sentences.append(("what", f"The step is {label}. Largest non-compute parts: {names}."))
     else:
         sentences.append(
             (
@@ -534,8 +613,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             ("hang", stop),
             (
                 "hang",
-                f"The traces end in the hung collective (its time until the timeout counts as "
-                f"communication: {_f(comm)} of the {_f(step)} {scope}), so their figures are "
+                "The traces of the ranks that entered the hung collective end in it (its time "
+                f"until the timeout counts as communication: {_f(comm)} of the {_f(step)} "
+                f"{scope}), so their figures are "
                 "no diagnosis of bandwidth or waiting; fix the hang first.",
             ),
         ]

@@ -15,6 +15,11 @@ WALL_EXPOSED_SHARE = 0.10
 #: naming in the diagnosis when it takes at least this share of the step.
 CAUSE_MIN_SHARE = 0.10
 
+#: … but with compute at least this share of the step and that part below OVERHEAD_BOUND_SHARE,
+#: the step is said to be mostly compute, the part its largest overhead (not "memory-bound").
+COMPUTE_MAJORITY = 0.50
+OVERHEAD_BOUND_SHARE = 0.25
+
 #: Idle time is the device's own stall, not its host's delay, when at least this share of it
 #: had the work that ends each gap issued already (analysis/sql/idle.sql). On the real traces
 #: in tests/data: 0.87 on HTA's negative-queue-length trace (the host 162 ms ahead of the GPU),
@@ -52,6 +57,10 @@ STRAGGLER_MIN_EXCESS_NS = 10_000
 #: A straggler is a *compute* straggler when its extra operator work per step is at least this
 #: fraction of its delay per step.
 STRAGGLER_COMPUTE_FRACTION = 0.5
+
+#: A late rank (not a compute straggler) that enters its steps later than the first rank by at
+#: least this share of its delay at the collectives is late before its steps begin.
+LATE_START_SHARE = 0.5
 
 #: A rank not flagged (its share of the waiting is not consistent from unit to unit) that still
 #: causes at least INTERMITTENT_SHARE of all the waiting, costing the ranks at least

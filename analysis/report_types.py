@@ -122,6 +122,8 @@ class StragglerRank(TypedDict, total=False):
     compute_ms: float | None
     compute_ratio: float | None
     compute_score: float | None
+    # how much later than the first rank it enters its steps, median (None: no shared step)
+    start_delay_ms: float | None
 
 
 class StragglerStep(TypedDict):
@@ -187,6 +189,7 @@ class Culprit(TypedDict, total=False):
     wait_caused_ms: float
     idle_ms_per_step: float
     median_idle_ms_per_step: float
+    late_start: bool  # late before its steps begin (stragglers' start_delay_ms)
 
 
 class Point(TypedDict):

@@ -24,8 +24,9 @@ from analysis.verdict import not_the_network, wait_fraction
 #: The measured verdict of a run that stopped (the model section's `measured.verdict`).
 HUNG = "hung"
 HUNG_FIGURES = (
-    "the traces end in the hung collective, whose wait until the timeout counts as "
-    "communication: these figures measure the hang, not bandwidth or overlap; fix the hang first"
+    "the traces of the ranks that entered the hung collective end in it, and its wait until the "
+    "timeout counts as communication: these figures measure the hang, not bandwidth or overlap; "
+    "fix the hang first"
 )
 
 
@@ -55,10 +56,10 @@ def stop_sentence(report: Mapping[str, Any]) -> str | None:
 
 def crash_stop(report: Mapping[str, Any]) -> str | None:
     """The job died, in one sentence, when its NCCL logs show ranks dying of an error of their
-    own (a `what():` or fatal exception, with NCCL's last error where PyTorch quotes it) and no
-    watchdog timeout or hang explains the stop; None otherwise. The traces' figures are not
-    withheld for it: a job that died ends its traces at the error, not inside a collective that
-    waited until a timeout."""
+    own (a `what():`, a fatal exception or running out of GPU memory: each rank's first, with
+    NCCL's last error where PyTorch quotes it) and no watchdog timeout or hang explains the
+    stop; None otherwise. The traces' figures are not withheld for it: a job that died ends its
+    traces at the error, not inside a collective that waited until a timeout."""
     nccl = report.get("nccl") or {}
     if _fr_stop(report) or (nccl.get("timeouts") or {}).get("count"):
         return None
@@ -137,15 +138,43 @@ STRAGGLERS_CAVEAT = (
     "The job hung, and these figures include the wait for the hung collective: they do not "
     "tell who is slow. The hang section names the rank that did not arrive."
 )
+#: The caveat when every hung collective was entered by all its ranks with a dtype or size that
+#: differs (Flight Recorder): the matching leaves such a call out of the straggler figures (a
+#: size mismatch is no instance to wait in), so they are the earlier calls'. When a rank called
+#: another op instead, the others' call is an instance without it, and its wait is in them.
+MISMATCH_CAVEAT = (
+    "The job hung in a collective that its ranks entered with different arguments (the hang "
+    "section says which rank and what differs); that call is left out of these figures, which "
+    "come from the calls before it: they do not tell why the job hung."
+)
+
+
+OP_CAVEAT = (
+    "The job hung, and these figures include the wait for the hung collective: they do not "
+    "tell who is slow. The hang section names the rank that called another collective."
+)
+
+
+def stragglers_caveat(report: Mapping[str, Any]) -> str:
+    """What the straggler figures of a job that hung hold: MISMATCH_CAVEAT when the Flight
+    Recorder's every hung group is a dtype or size mismatch, OP_CAVEAT when every one is a
+    rank calling another op, else STRAGGLERS_CAVEAT."""
+    groups = (report.get("hang") or {}).get("groups") or []
+    kinds = {(g.get("cause") or {}).get("kind") for g in groups if isinstance(g, dict)}
+    if kinds and kinds <= {"dtype", "size"}:
+        return MISMATCH_CAVEAT
+    if kinds == {"op"}:
+        return OP_CAVEAT
+    return STRAGGLERS_CAVEAT
 
 
 def stragglers_in_context(report: Mapping[str, Any]) -> Any:
-    """The report's `stragglers` section with a `caveat` (STRAGGLERS_CAVEAT) when the job
+    """The report's `stragglers` section with a `caveat` (`stragglers_caveat`) when the job
     stopped and the traces hold the hang; any other section value comes back unchanged."""
     s = report.get("stragglers")
     if not isinstance(s, dict) or not s.get("ranks") or not figures_hold_the_hang(report):
         return s
-    return {**s, "caveat": STRAGGLERS_CAVEAT}
+    return {**s, "caveat": stragglers_caveat(report)}
 
 
 def _replay_in_context(report: Mapping[str, Any], model: dict) -> dict:

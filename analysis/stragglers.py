@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from analysis.policy import (
+    STRAGGLER_COMPUTE_FRACTION,
     STRAGGLER_MIN_COST_SHARE,
     STRAGGLER_MIN_EXCESS_NS,
     STRAGGLER_MIN_T,
@@ -44,12 +45,18 @@ _RANK_KEYS = {
     "consistency_t": "consistency_t",
     "delay_ms": "delay_ns",
     "share_of_wait": "share_of_wait",
+    "start_delay_ms": "start_delay_ns",
 }
 
 
 def straggler_ranks(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
     """Per rank over the run: late fraction, lateness, score, waits, compute, flag, kind."""
     return con.execute("SELECT * FROM straggler_ranks(?)", [rid]).df()
+
+
+def step_start_delays(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
+    """Per rank: how much later than the first rank it enters its steps (median)."""
+    return con.execute("SELECT * FROM step_start_delays(?)", [rid]).df()
 
 
 def straggler_steps(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
@@ -66,8 +73,10 @@ def _describe(r: pd.Series) -> str:
         )
     elif r["kind"] == "other":
         why = (
-            "late without extra compute (operator work "
-            f"{r['compute_ratio']:.2f}x the median rank): host, input, launch or sleep delay"
+            late_not_compute(
+                r["compute_ratio"], r["compute_ns"] / NS_PER_MS, _num(r.get("delay_ns")) / NS_PER_MS
+            )
+            + ": host, input, launch or sleep delay"
         )
     else:
         why = "late; no compute to compare it on (no steps, or no operator activity)"
@@ -79,6 +88,31 @@ def _describe(r: pd.Series) -> str:
         f"{_fmt(r.get('consistency_t'))}); median "
         f"{r['excess_ns'] / NS_PER_MS:.3f} ms later than the median rank; the others waited "
         f"{r['caused_ns'] / NS_PER_MS:.1f} ms for it ({100 * r['cost_share']:.0f}% of their time)"
+    )
+
+
+#: Operator work up to this far above the median rank's reads as "no more" (timing noise).
+SAME_WORK = 1.05
+
+
+def late_not_compute(ratio: float | None, compute_ms: float | None, delay_ms: float | None) -> str:
+    """How a late rank that is not a compute straggler stands on operator work, in words that
+    agree with its ratio to the median rank: "without doing more operator work" only when it
+    does not do more; otherwise its extra work per step beside the delay it does not explain
+    (a compute straggler's extra work is at least STRAGGLER_COMPUTE_FRACTION of its delay)."""
+    if ratio is None or pd.isna(ratio):
+        return "late; no operator time to compare it on"
+    extra = compute_ms * (1 - 1 / ratio) if compute_ms and ratio > 0 else None
+    if ratio <= SAME_WORK or extra is None or pd.isna(extra):
+        return f"late without doing more operator work ({ratio:.2f}x the median rank)"
+    delay = (
+        f" of its {delay_ms:.1f} ms delay per step"
+        if delay_ms is not None and not pd.isna(delay_ms)
+        else ""
+    )
+    return (
+        f"late by more than its extra operator work explains ({ratio:.2f}x the median rank: "
+        f"{extra:.1f} ms more per step, under {100 * STRAGGLER_COMPUTE_FRACTION:.0f}%{delay})"
     )
 
 
@@ -177,6 +211,8 @@ def stragglers_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     """The report's `stragglers` key: flagged ranks, verdict, per-rank figures, per-step flags."""
     ranks = straggler_ranks(con, rid)
     ranks = ranks.assign(share_of_wait=wait_shares(ranks))
+    starts = step_start_delays(con, rid)
+    ranks = ranks.merge(starts[["rank", "start_delay_ns"]], on="rank", how="left")
     return {
         "flagged": sorted(int(r) for r in ranks.loc[ranks["flagged"], "rank"]),
         "verdict": verdict(ranks),

@@ -145,6 +145,9 @@ def test_a_job_traced_on_few_of_its_ranks_says_transfer_includes_their_waiting(t
     para = rep["diagnosis"]["paragraph"]
     assert para.startswith("Communication wall (transfer and waiting not told apart)")
     assert "The traces hold 2 of the job's 128 ranks" in para and "mostly data transfer" not in para
+    # the split the headline says it cannot make is not then made as if it could
+    assert "counted as data transfer (it includes any waiting for the 126 ranks not traced)" in para
+    assert "of data transfer and" not in para
     # nor does any section read the replay of 2 ranks as saying what sets the step
     assert "the replay shows" not in str((rep["model"] or {}).get("measured"))
     assert "the replay shows" not in str(rep["checklist"])

@@ -255,3 +255,23 @@ def test_rank_map_overrides_device_order() -> None:
         {"rank": 3, "device": 1},
         {"rank": 7, "device": 0},
     ]
+
+
+def test_without_step_marks_the_culprit_is_not_said_to_lack_operator_time(mfu) -> None:
+    """The export has compute kernels on both GPUs but no step range (no NVTX range named like
+    a step in NVTX_EVENTS, read with sqlite3): operator work is compared per step, so the
+    paragraph said "no operator time to compare it on" of a rank with 250 ms of kernels."""
+    from analysis.report import build_report
+
+    path, plain = mfu
+    with sqlite3.connect(plain) as q:
+        names = [n for (n,) in q.execute("SELECT DISTINCT text FROM NVTX_EVENTS") if n]
+        kernels = q.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert kernels > 0 and not any(re.search(r"step", n, re.IGNORECASE) for n in names)
+    con = db.open_db(path)
+    rep = build_report(con, "mfu", keep_going=False)
+    con.close()
+    assert rep["run_info"]["n_steps"] == 0
+    para = rep["diagnosis"]["paragraph"]
+    assert rep["diagnosis"]["culprits"] and "no operator time to compare it on" not in para
+    assert "no steps marked in the traces to compare its operator work on" in para

@@ -108,7 +108,9 @@ def test_report_keys(con):
     rep = {"stragglers": stragglers_section(con, rid), "collectives": collectives_section(con, rid)}
     s = rep["stragglers"]
     assert s["flagged"] == [2]
-    assert s["verdict"].startswith("straggler: rank 2 (host vm), late without extra compute")
+    assert s["verdict"].startswith(
+        "straggler: rank 2 (host vm), late without doing more operator work"
+    )
     assert {"rank", "score", "late_fraction", "wait_caused_ms", "host"} <= set(s["ranks"][0])
     assert [r["rank"] for r in s["ranks"]] == [0, 1, 2, 3]
     total_wait = sum(r["wait_ms"] for r in s["ranks"])

@@ -173,3 +173,26 @@ def test_operator_compute_skips_wrapper_time(con):
     con.executemany("INSERT INTO steps VALUES (1, 0, ?, 7, 0, 1000)", [(0,), (1,)])
     got = con.execute("SELECT rank, step, compute_ns FROM operator_compute(1) ORDER BY rank")
     assert got.fetchall() == [(0, 7, 90 * US), (1, 7, 100 * US)]
+
+
+# (case, steps as (rank, step, ts µs), expected {rank: (n_steps, start delay µs)}): each rank's
+# median over the steps it shares with another rank of (its start - the step's first start)
+START_CASES = [
+    ("rank 1 starts 5, 7 and 3 µs after rank 0", [(0, 1, 0), (1, 1, 5), (0, 2, 100), (1, 2, 107),
+     (0, 3, 200), (1, 3, 203)], {0: (3, 0.0), 1: (3, 5.0)}),
+    ("the first rank changes from step to step", [(0, 1, 0), (1, 1, 4), (0, 2, 110), (1, 2, 100)],
+     {0: (2, 5.0), 1: (2, 2.0)}),
+    ("a step only one rank has is not compared", [(0, 1, 0), (1, 1, 6), (0, 2, 50)],
+     {0: (1, 0.0), 1: (1, 6.0)}),
+    ("no step shared by two ranks: no rows", [(0, 1, 0), (1, 2, 9)], {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,steps,expected", START_CASES, ids=[c[0] for c in START_CASES])
+def test_step_start_delays(con, case, steps, expected):
+    con.executemany(
+        "INSERT INTO steps VALUES (1, 0, ?, ?, ?, 50000)", [(r, s, t * US) for r, s, t in steps]
+    )
+    con.executemany("INSERT INTO ranks (run_id, rank, host) VALUES (1, ?, 'h')", [(0,), (1,)])
+    got = con.execute("SELECT rank, n_steps, start_delay_ns FROM step_start_delays(1)").fetchall()
+    assert {r: (n, d / US) for r, n, d in got} == expected

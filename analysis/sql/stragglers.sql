@@ -283,3 +283,32 @@ SELECT l.rank, l.host, l.n_instances, l.n_last, l.late_fraction, l.lateness_ns, 
 FROM l JOIN s ON s.rank = l.rank
 WHERE l.level = 'run'
 ORDER BY l.rank;
+
+-- step_start_delays(rid): how late each rank of run `rid` enters its profiled steps.
+--   returns   rank, n_steps (its steps that at least one other rank also has),
+--             start_delay_ns DOUBLE: median over those steps of how much later than the first
+--                            rank it starts the step (the host annotation ProfilerStep#N, on
+--                            the aligned clock: the same reference as the header's delay).
+--   A run whose steps no two ranks share returns no rows.
+-- Algorithm: steps.ts minus the offset of the rank's clock domain (clock_offsets; 0 for a rank
+-- no collective ties to the others), relative to the step's earliest start, median per rank.
+-- A rank whose start delay is most of its delay at the collectives is late before its step
+-- begins (the previous step's host work, data loading, anything between the profiler's step
+-- marks), not inside it; a replay that starts each rank where its step began leaves that out.
+CREATE OR REPLACE TEMP MACRO step_start_delays(rid) AS TABLE
+WITH off AS (
+    SELECT rd.rank, o.offset_ns
+    FROM _rank_domains(rid) rd JOIN clock_offsets(rid) o ON o.domain = rd.domain
+),
+s AS (
+    SELECT st.rank, st.step, st.ts - coalesce(off.offset_ns, 0) AS ts
+    FROM steps st LEFT JOIN off ON off.rank = st.rank
+    WHERE st.run_id = rid
+),
+first AS (
+    SELECT step, min(ts) AS first_ts FROM s GROUP BY step HAVING count(DISTINCT rank) >= 2
+)
+SELECT s.rank, count(*) AS n_steps, median(s.ts - f.first_ts)::DOUBLE AS start_delay_ns
+FROM s JOIN first f ON f.step = s.step
+GROUP BY s.rank
+ORDER BY s.rank;
