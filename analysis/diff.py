@@ -98,8 +98,10 @@ def step_time(runs: Sequence[RunFacts]) -> pd.DataFrame:
         if i == 0:
             row |= {"change_pct": None, "ci_low_pct": None, "ci_high_pct": None}
             row |= {"p_value": None, "judgement": "baseline", "test": noise.TEST_NAME}
+            row |= {"paired": None}
         else:
-            j = noise.judge(base, x)
+            pairs = noise.pairs(runs[0].steps["step"], base, r.steps["step"], x) if len(x) else None
+            j = noise.judge(base, x, pairs)
             pct = {
                 k: None if j.get(k) is None else 100 * j[k] for k in ("change", "ci_low", "ci_high")
             }
@@ -110,6 +112,7 @@ def step_time(runs: Sequence[RunFacts]) -> pd.DataFrame:
                 "p_value": j.get("p_value"),
                 "judgement": j["judgement"],
                 "test": j["test"],
+                "paired": j.get("paired", False),
             }
         rows.append(row)
     df = pd.DataFrame(rows)

@@ -67,6 +67,63 @@ def test_judge_shift_beyond_noise_is_slower_and_within_noise_is_no_change():
     assert few["change"] == pytest.approx(0.3)
 
 
+@pytest.mark.parametrize(
+    ("d", "w", "p"),
+    [
+        # 3 positive differences, ranks 1-3: W+ = 6; of the 2^3 sign sets the sums are
+        # 0 1 2 3 3 4 5 6 (mean 3), and only 0 and 6 are as far from it: 2/8
+        ([1, 2, 3], 6, 2 / 8),
+        ([-1, -2, -3], 0, 2 / 8),
+        # 10 of one sign: 2 of 1024 sign sets are as extreme
+        (list(range(1, 11)), 55, 2 / 1024),
+        # ties: |d| all equal (rank 2 each), W+ = 4; sums 0 2 2 2 4 4 4 6, all >= 1 from 3
+        ([1, 1, -1], 4, 1.0),
+        # zero differences are dropped: nothing left
+        ([0, 0, 0], 0, 1.0),
+    ],
+)
+def test_wilcoxon_signed_rank_exact_p(d, w, p):
+    got_w, got_p = noise.wilcoxon_signed_rank(d)
+    assert got_w == w and got_p == pytest.approx(p)
+
+
+def test_wilcoxon_normal_approximation_for_many_pairs():
+    # 70 positive differences 1..70: W+ = 2485, mean 1242.5, var = 70*71*141/24, continuity 0.5
+    w, p = noise.wilcoxon_signed_rank(range(1, 71))
+    z = (2485 - 1242.5 - 0.5) / math.sqrt(70 * 71 * 141 / 24)
+    assert w == 2485 and p == pytest.approx(math.erfc(z / math.sqrt(2)))
+
+
+def test_a_regression_of_every_alternating_step_is_seen_when_steps_pair():
+    # steps 0-9 alternate 100 and 200 ms (e.g. gradient accumulation), each 1.5 ms slower in the
+    # second run: among the alternating times the unpaired test cannot tell it from noise, step
+    # by step every difference is +1.5 ms (p = 2/1024)
+    steps = np.arange(10)
+    a = np.where(steps % 2 == 0, 100.0, 200.0) + np.linspace(0, 0.9, 10)
+    b = a + 1.5
+    assert noise.judge(a, b)["judgement"] == "no change"
+    pairs = noise.pairs(steps, a, steps, b)
+    assert pairs is not None
+    j = noise.judge(a, b, pairs)
+    assert j["paired"] and j["test"] == noise.PAIRED_TEST_NAME and j["n_pairs"] == 10
+    assert j["judgement"] == "slower" and j["p_value"] == pytest.approx(2 / 1024)
+    assert j["change"] == pytest.approx(np.median(b) / np.median(a) - 1)
+
+
+@pytest.mark.parametrize(
+    ("a_steps", "b_steps"),
+    [
+        (range(9), range(9)),  # fewer than MIN_PAIRED common steps
+        (range(10), range(5, 20)),  # 5 in common: different parts of the job
+        (range(10), range(13)),  # 10 common, but under 80 % of the second run's 13
+        ([0, 0, *range(1, 10)], range(11)),  # a step number twice: no pairing
+    ],
+)
+def test_steps_that_do_not_pair_are_compared_unpaired(a_steps, b_steps):
+    a_steps, b_steps = list(a_steps), list(b_steps)
+    assert noise.pairs(a_steps, np.ones(len(a_steps)), b_steps, np.ones(len(b_steps))) is None
+
+
 # --- the tables on hand-made runs -------------------------------------------------------------
 
 
@@ -333,3 +390,20 @@ def test_text_output_prints_samples_paragraphs_and_blanks(db_path, capsys):
     assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "stragglers"]) == 0
     out = capsys.readouterr().out
     assert "NaN" not in out and "None" not in out
+
+
+def test_real_runs_profiling_the_same_steps_are_compared_step_by_step(tmp_path):
+    # two real gloo runs of the same job shape, each profiling steps 2-25 (ground_truth.json);
+    # the DLRM and 4-rank gloo sets above (1 and 6 steps) are compared unpaired
+    from conftest import DATA, analysis_store
+
+    runs = [
+        DATA / "gloo_alternating" / n for n in ("sleep_front_2rank_r1", "compute_front_2rank_r1")
+    ]
+    steps = [json.loads((r / "ground_truth.json").read_text())["steps"] for r in runs]
+    assert steps[0] == steps[1] and len(steps[0]) >= noise.MIN_PAIRED
+    analysis_store(tmp_path / "s.duckdb", tuple(runs)).close()
+    st = Store(tmp_path / "s.duckdb").diff(*(r.name for r in runs))["step_time"]
+    later = st.iloc[1]
+    assert bool(later["paired"]) and later["test"] == noise.PAIRED_TEST_NAME
+    assert later["n_steps"] == len(steps[1])
