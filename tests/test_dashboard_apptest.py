@@ -328,6 +328,11 @@ def test_stragglers_page(store, reports, tmp_path, monkeypatch):
     # the lateness the verdict quotes ("... ms later than the median rank") is in the table
     excess = {str(r["rank"]): r["excess_ms"] for r in s["ranks"]}
     assert dict(zip(rows["rank"], rows["excess_ms"], strict=True)) == pytest.approx(excess)
+    # and the late start the diagnosis names (rank 7 starts ProfilerStep#10 7.5 ms after rank 1,
+    # read from the raw traces in tests/test_late_start_real.py)
+    start = {str(r["rank"]): r["start_delay_ms"] for r in s["ranks"]}
+    assert dict(zip(rows["rank"], rows["start_delay_ms"], strict=True)) == pytest.approx(start)
+    assert start["7"] == pytest.approx(7.513, abs=0.02)
 
 
 def test_nccl_page_with_and_without_logs(store, reports, tmp_path, monkeypatch):

@@ -22,6 +22,8 @@ SHOWN = [
     "n_instances",
     "excess_ms",  # what the verdict quotes ("median 5.1 ms later than the median rank")
     "lateness_ms",
+    "delay_ms",  # how much later than the first rank it arrives (median over steps)
+    "start_delay_ms",  # … of which before its step begins (the diagnosis's "late start")
     "compute_ratio",
     "steps_flagged",
     "n_steps",
@@ -74,7 +76,9 @@ st.caption(
     + "Ranks by score, flagged ranks in red. A straggler arrives last at collectives, so it "
     "has the shortest communication time and makes its peers wait. late_fraction: share of its "
     "collectives it joined last; compute_ratio: its operator time over the median rank's "
-    "(above 1: extra compute)."
+    "(above 1: extra compute); delay_ms: how much later than the first rank it arrives at its "
+    "latest collective of a step, start_delay_ms how much later it starts its steps (median "
+    "over steps): most of the delay there means the rank is late before its step begins."
 )
 ui_table(table[[c for c in SHOWN if c in table.columns]], key="stragglers")
 with st.expander("Per step"):
