@@ -133,7 +133,8 @@ def _problems(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, dict]:
                 "kind": r["first_kind"],
                 "text": r["first_text"],
             }
-        out[r["category"] + "s"] = {"count": r["count"], "first": first}
+        key = "handled_returns" if r["category"] == "handled" else r["category"] + "s"
+        out[key] = {"count": r["count"], "first": first}
     return out
 
 
@@ -372,6 +373,13 @@ def _findings(s: dict[str, Any]) -> list[str]:
     missing, world = s["ranks"]["without_log"], s["ranks"]["world_size"]
     if missing and s["ranks"]["with_log"]:
         out.append(f"no NCCL log for {len(missing)} of {world} ranks (first: rank {missing[0]})")
+    if s["handled_returns"]["count"]:
+        first = s["handled_returns"]["first"]
+        out.append(
+            f"{s['handled_returns']['count']} error return(s) that the thread went on from "
+            "(no warning before, an ordinary line of its own after: a probe or an optional "
+            f"feature whose failure NCCL handles; first: {first['text']}); not counted as errors"
+        )
     return out
 
 
@@ -391,7 +399,7 @@ def empty_section() -> dict[str, Any]:
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
         "communicators": [], "collnet_fallback": {"processes": 0, "first": None}, "env": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
-        "aborts": {"count": 0, "first": None},
+        "aborts": {"count": 0, "first": None}, "handled_returns": {"count": 0, "first": None},
         "crashed": {"ranks": [], "by_rank": [], "unattributed": 0, "unattributed_first": None},
         "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
                      "traced": None},

@@ -307,6 +307,8 @@ CREATE TABLE IF NOT EXISTS nccl_colls (
 --            ERROR: unwind (one frame `file:line -> code` of an error return),
 --            abort_unwind (a frame of a chain a thread logs right after
 --            `socketProgressOpt: abort called`: the communicator's teardown, not a failure),
+--            handled_unwind (a frame of a chain with no WARN of its thread right before it and
+--            an INFO line of the thread's own right after: a return its caller went on from),
 --            torch_nccl_error (PyTorch `NCCL error in:`), test_failure (nccl-tests).
 -- src_file, src_line  NCCL source location (relative to src/), or the error's location.
 -- code       ncclResult_t of an unwind frame (2 system, 3 internal, 5 invalid usage, 6

@@ -274,6 +274,35 @@ def test_error_returns_unwinding_an_abort():
     ]
 
 
+# (case, lines after P's process "h:9", kinds of the error-return rows in file order)
+HANDLED_CASES = [
+    ("a lone return between two INFO lines of its thread: handled (RCCL 018, lines 160-162)",
+     ["h:9:11 [3] NCCL INFO Found /sys/kernel/mm/memory_peers/amdkfd/version",
+      "h:9:11 [3] NCCL INFO transport/net_ib.cc:708 -> 2",
+      "h:9:11 [3] NCCL INFO Using network IB"], ["handled_unwind"]),
+    ("a WARN of the thread before it: an error",
+     ["h:9:11 [0] net.cc:5 NCCL WARN NET/IB : bad", "h:9:11 [0] NCCL INFO net.cc:9 -> 2",
+      "h:9:11 [0] NCCL INFO Using network IB"], ["unwind"]),
+    ("a WARN in another thread, the chain going on in the caller's (009, lines 1321-1324)",
+     ["h:9:12 [0] sharp.c:288 NCCL WARN NET/IB :SHARP coll init error",
+      "h:9:12 [0] NCCL INFO include/coll_net.h:21 -> 3", "h:9:11 [0] NCCL INFO transport.cc:222 -> 2",
+      "h:9:11 [0] NCCL INFO Connected all rings"], ["unwind", "unwind"]),
+    ("the thread's next line is a WARN: an error",
+     ["h:9:11 [0] NCCL INFO Found x", "h:9:11 [0] NCCL INFO a.cc:1 -> 2",
+      "h:9:11 [0] b.cc:2 NCCL WARN failed"], ["unwind"]),
+    ("the log ends in the chain: an error",
+     ["h:9:11 [0] NCCL INFO Found x", "h:9:11 [0] NCCL INFO a.cc:1 -> 2",
+      "h:9:11 [0] NCCL INFO b.cc:3 -> 2"], ["unwind", "unwind"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,lines,kinds", HANDLED_CASES, ids=[c[0] for c in HANDLED_CASES])
+def test_error_returns_a_thread_went_on_from(case, lines, kinds):
+    w = run(*lines)["nccl_warnings"]
+    assert [x["kind"] for x in w if x["level"] == "ERROR"] == kinds
+    assert [x["line_no"] for x in w] == sorted(x["line_no"] for x in w)
+
+
 def test_a_process_glued_to_other_output_before_its_own_lines():
     out = run(
         "   64    16     float     sumnode-7:4336:4338 [5] NCCL INFO Connected all rings",

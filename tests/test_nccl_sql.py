@@ -294,11 +294,14 @@ def test_problem_counts(con):
         {"proc": 0, "line_no": 8, "level": "WARN", "kind": "other", "message": "later"},
         {"proc": 0, "line_no": 11, "level": "ERROR", "kind": "abort_unwind", "chain": 3, "message": "s.cc:64 -> 3"},
         {"proc": 0, "line_no": 12, "level": "ERROR", "kind": "abort_unwind", "chain": 3, "message": "s.cc:80 -> 3"},
+        {"proc": 0, "line_no": 14, "level": "ERROR", "kind": "handled_unwind", "chain": 4, "message": "n.cc:708 -> 2"},
+        {"proc": 0, "line_no": 20, "level": "ERROR", "kind": "handled_unwind", "chain": 5, "message": "n.cc:708 -> 2"},
     )  # fmt: skip
     got = q(con, "SELECT * FROM nccl_problem_counts(1) ORDER BY category")
     assert got == [
         ("abort", 1, 1, 11, 4, "abort_unwind", "s.cc:64 -> 3"),  # one chain, not an error
         ("error", 3, 1, 6, 4, "unwind", "a.cc:1 -> 6"),
+        ("handled", 2, 1, 14, 4, "handled_unwind", "n.cc:708 -> 2"),  # two chains, not errors
         ("timeout", 0, None, None, None, None, None),
         ("warning", 2, 1, 5, 4, "ib_completion", "net_ib.cc:12 Got completion"),
     ]

@@ -9,6 +9,9 @@
 --                           abort (error returns that unwind a communicator's abort, kind
 --                           abort_unwind: teardown at exit or after a failure elsewhere,
 --                           one per chain; not errors of their own) |
+--                           handled (error returns a thread went on from, kind handled_unwind:
+--                           no WARN before the chain, an INFO of the thread's own after it;
+--                           one per chain; not errors) |
 --                           timeout (PyTorch watchdog collective timeouts, once per rank and seq
 --                           however many lines quote it: the watchdog's own line and its
 --                           `watchdog thread terminated` line; a crash's `what():` quoting one
@@ -18,7 +21,7 @@
 --             first_rank    its global rank (NULL: unknown),
 --             first_kind    its kind (ib_completion, unwind, timeout ...),
 --             first_text    its message.
---   Always four rows; count 0 and NULLs when a category is absent.
+--   Always five rows; count 0 and NULLs when a category is absent.
 -- Algorithm: counts over nccl_warnings and nccl_timeouts; ranks via nccl_proc_ranks (or
 -- the watchdog line's own rank).
 CREATE OR REPLACE TEMP MACRO nccl_problem_counts(rid) AS TABLE
@@ -29,12 +32,14 @@ w AS (
     SELECT CASE
             WHEN w.level = 'WARN' THEN 'warning'
             WHEN w.kind = 'abort_unwind' THEN 'abort'
+            WHEN w.kind = 'handled_unwind' THEN 'handled'
             ELSE 'error'
         END AS category,
-        CASE WHEN w.kind IN ('unwind', 'abort_unwind') THEN 'chain ' || w.chain
+        CASE WHEN w.kind IN ('unwind', 'abort_unwind', 'handled_unwind') THEN 'chain ' || w.chain
             ELSE 'line ' || w.line_no END AS item,
         w.file_id, w.line_no, r.rank, w.kind,
-        CASE WHEN w.src_file IS NOT NULL AND w.kind NOT IN ('unwind', 'abort_unwind')
+        CASE WHEN w.src_file IS NOT NULL
+            AND w.kind NOT IN ('unwind', 'abort_unwind', 'handled_unwind')
             THEN printf('%s:%s %s', w.src_file, coalesce(w.src_line::VARCHAR, '?'), w.message)
             ELSE w.message END AS text
     FROM nccl_warnings w
@@ -56,7 +61,7 @@ x AS (
     SELECT * FROM w UNION ALL SELECT * FROM t
 ),
 cats AS (
-    SELECT unnest(['warning', 'error', 'timeout', 'abort']) AS category
+    SELECT unnest(['warning', 'error', 'timeout', 'abort', 'handled']) AS category
 )
 SELECT c.category,
     count(DISTINCT CASE WHEN x.item LIKE 'rank %' THEN x.item ELSE x.file_id || ' ' || x.item END)
@@ -68,7 +73,7 @@ SELECT c.category,
     arg_min(x.text, (x.file_id, x.line_no)) AS first_text
 FROM cats c LEFT JOIN x USING (category)
 GROUP BY c.category
-ORDER BY list_position(['warning', 'error', 'timeout'], c.category);
+ORDER BY list_position(['warning', 'error', 'timeout', 'abort', 'handled'], c.category);
 
 -- nccl_crash_rows(rid): the crash, oom and last_error rows of run `rid` (nccl_timeouts) with
 -- their global rank.

@@ -114,6 +114,14 @@ class LogParser:
         self.aborting: set[tuple[int, int]] = set()
         self.mtus: set[tuple[int, int]] = set()  # (proc, IB MTU enum) stored
         self.abort_chain: set[tuple[int, int]] = set()
+        #: per thread, the rows of its error-return chain not yet stored, and whether a WARN of
+        #: the thread came right before the chain (kind decided when the chain ends: `_settle`)
+        self.chain_rows: dict[tuple[int, int], tuple[bool, list[tuple]]] = {}
+        #: threads whose last NCCL line was a WARN
+        self.warned: set[tuple[int, int]] = set()
+        #: per process, what its last NCCL line was: "warn", "unwind" or "other" (an error
+        #: that a thread warned of goes on unwinding in the thread that called it)
+        self.proc_last: dict[int, str] = {}
         self.chains = 0
         self.versions: set[str] = set()
         #: the `[rankN]:` headers of the PyTorch lines under each launcher tag's number
@@ -256,12 +264,22 @@ class LogParser:
                 return False
             if family is None and g.BENIGN.match(msg) is None:
                 self.after_unwind[(proc, tid)] = False
+                self._settle((proc, tid), handled=False)
+                self.warned.discard((proc, tid))
+                self.proc_last[proc] = "other"
                 self._unknown(proc, "unknown", line)
                 return False
         if family != "unwind":
             self.aborting.discard((proc, tid))
             if msg.startswith(ABORT_CALLED):
                 self.aborting.add((proc, tid))
+            # the thread went on: with an INFO line of its own, the chain was a handled return
+            self._settle((proc, tid), handled=level == "INFO")
+        if level == "WARN":
+            self.warned.add((proc, tid))
+        else:
+            self.warned.discard((proc, tid))
+        self.proc_last[proc] = "warn" if level == "WARN" else family or "other"
         self.after_unwind[(proc, tid)] = family == "unwind"
         self.count["recognised"] += 1
         return False
@@ -741,11 +759,38 @@ class LogParser:
                 self.abort_chain.add(key)
             else:
                 self.abort_chain.discard(key)
-        kind = "abort_unwind" if key in self.abort_chain else "unwind"
-        self._problem(
-            proc, None, "ERROR", kind, m.group("file"), int(m.group("line")),
+        row = (
+            proc, None, "ERROR", "unwind", m.group("file"), int(m.group("line")),
             int(m.group("code")), m.group("thread"), self.chains, tid, m.group(0),
         )  # fmt: skip
+        if key in self.abort_chain:
+            self._problem(*row[:3], "abort_unwind", *row[4:])
+            return
+        if key not in self.chain_rows:
+            # a WARN right before it, in this thread or in the process (the error goes on
+            # unwinding in the calling thread), or another chain of the process right before it
+            warned = key in self.warned or self.proc_last.get(proc) in ("warn", "unwind")
+            self.chain_rows[key] = (warned, [])
+        self.chain_rows[key][1].append((self.n, row))
+
+    def _settle(self, key: tuple[int, int], handled: bool) -> None:
+        """Store the thread's pending error-return chain (if any) now that it ended: kind
+        `handled_unwind` when `handled` (the thread's next line is an INFO of its own) and
+        neither a WARN nor another chain of the process came right before the chain, else
+        `unwind`. NCCL reports a failure with a WARN and unwinds it up to the API call that
+        fails; a lone `file:line -> code` between two ordinary INFO lines is a return its caller
+        checked and went on from (RCCL's probe of the BIOS version after finding amdkfd's
+        memory_peers: `net_ib.cc:708 -> 2`, then `Using network IB`)."""
+        chain = self.chain_rows.pop(key, None)
+        if chain is None:
+            return
+        warned, rows = chain
+        kind = "handled_unwind" if handled and not warned else "unwind"
+        keep = self.n
+        for n, row in rows:
+            self.n = n
+            self._problem(*row[:3], kind, *row[4:])
+        self.n = keep
 
     # ---- warnings, errors, PyTorch ---------------------------------------------------------
 
@@ -787,6 +832,8 @@ class LogParser:
         while self.inflight:
             self._land(*self.inflight.popleft())
         self.worker.shutdown()
+        for thread in list(self.chain_rows):  # a chain the log ends in: not known handled
+            self._settle(thread, handled=False)
         for key in list(self.pending):
             self._resolve(key, self.open.get(key) or self.last.get(key))
         for o, v in self.bare:
@@ -802,6 +849,9 @@ class LogParser:
         """Every nccl_* table of the file (call `finish` first)."""
         out = {name: s.table() for name, s in self.spools.items()}
         out["nccl_timeouts"] = self._confirm_tags(out["nccl_timeouts"])
+        # error-return chains are stored when they end (`_settle`): back in file order
+        w = out["nccl_warnings"]
+        out["nccl_warnings"] = w.take(pc.sort_indices(w, [("line_no", "ascending")]))
         out["nccl_processes"] = rows_table(self.proc_rows, SCHEMAS["nccl_processes"])
         out["nccl_communicators"] = rows_table(self.comms, SCHEMAS["nccl_communicators"])
         c = self.count
