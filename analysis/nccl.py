@@ -230,6 +230,21 @@ def ranges(ranks: list[int]) -> str:
     return ",".join(out) or "-"
 
 
+#: Interrupts listed in the section (the count is of all).
+MAX_INTERRUPTS = 10
+
+
+def _interrupts(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
+    rows = _rows(con, "nccl_interrupts", rid)
+    return {
+        "count": len(rows),
+        "lines": [
+            {**(_where(con, r["file_id"], r["line_no"]) or {}), "text": r["message"]}
+            for r in rows[:MAX_INTERRUPTS]
+        ],
+    }
+
+
 def _collnet_fallback(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     rows = _rows(con, "nccl_collnet_fallbacks", rid)
     first = None
@@ -330,6 +345,17 @@ def gdr_off_matters(s: Mapping[str, Any]) -> bool:
 def _findings(s: dict[str, Any]) -> list[str]:
     """One sentence per notable fact, most important first."""
     out = []
+    if s["interrupted"]["count"]:
+        lines, n = s["interrupted"]["lines"], s["interrupted"]["count"]
+        where = ", ".join(str(x["line"]) for x in lines)
+        more = f" and {n - len(lines)} more" if n > len(lines) else ""
+        out.append(
+            f"the launcher stopped the job {n} time(s) from outside "
+            f"(line(s) {where}{more}; first: {lines[0]['text']}): a user's Ctrl-C, a signal or "
+            "the scheduler's cancellation, so what was running then did not finish; when it "
+            "was interrupted because it made no progress, its last lines before the interrupt "
+            "show what it waited in"
+        )
     if s["tcp_fallback"]["detected"]:
         out.append(s["tcp_fallback"]["explanation"])
     for t in s["timeouts"]["collectives"]:
@@ -401,6 +427,7 @@ def empty_section() -> dict[str, Any]:
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
         "aborts": {"count": 0, "first": None}, "handled_returns": {"count": 0, "first": None},
         "crashed": {"ranks": [], "by_rank": [], "unattributed": 0, "unattributed_first": None},
+        "interrupted": {"count": 0, "lines": []},
         "timeouts": {"count": 0, "first": None, "collectives": [], "in_traces": None,
                      "traced": None},
         "collectives": {"calls": 0, "by_op": [], "per_step": [], "aligned_ranks": []},
@@ -448,6 +475,7 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s.update(_problems(con, rid))
     s["timeouts"]["collectives"] = _timeout_collectives(con, rid)
     s["crashed"] = _crashed(con, rid)
+    s["interrupted"] = _interrupts(con, rid)
     if s["timeouts"]["count"]:
         traced = _rows(con, "nccl_timeout_traced", rid)[0]
         s["timeouts"].update(in_traces=traced["in_traces"], traced=traced)

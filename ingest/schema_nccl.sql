@@ -343,7 +343,9 @@ CREATE TABLE IF NOT EXISTS nccl_warnings (
 --                 error is also a row of nccl_warnings) | oom (a process or thread that died
 --                 of running out of GPU memory: `torch.OutOfMemoryError: CUDA out of memory`
 --                 and its older shapes) | last_error (NCCL's last error that PyTorch quotes on
---                 the line after `Last error:`; line_no is that line's).
+--                 the line after `Last error:`; line_no is that line's) | interrupt (a
+--                 launcher stopping the job from outside: Ctrl-C through mpiexec or srun, a
+--                 forwarded signal, Slurm's cancellation, torchrun's death signal; no rank).
 -- rank            global rank: the `[rankN]:` header, else the PG rank of the default PG,
 --                 else the number a launcher tag in front of the line names (`7:` of srun
 --                 --label; the analysis maps it through the tag's processes).

@@ -257,3 +257,15 @@ SELECT t.timeout_ms, a.longest_comm_ns,
     CASE WHEN t.timeout_ms IS NULL OR a.longest_comm_ns IS NULL THEN NULL
         ELSE a.longest_comm_ns >= t.timeout_ms * 500000 END AS in_traces
 FROM t CROSS JOIN a;
+
+-- nccl_interrupts(rid): every time a launcher stopped the job of run `rid` from outside.
+--   rid       run_id.
+--   returns   file_id, line_no, message (the launcher's line: the user's Ctrl-C through
+--             mpiexec or srun, a signal mpirun forwarded, Slurm cancelling the job or step,
+--             torchrun's agent receiving a death signal), in file order.
+-- Algorithm: the interrupt rows of nccl_timeouts.
+CREATE OR REPLACE TEMP MACRO nccl_interrupts(rid) AS TABLE
+SELECT file_id, line_no, message
+FROM nccl_timeouts
+WHERE run_id = rid AND kind = 'interrupt'
+ORDER BY file_id, line_no;

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.nccl_log.torch_lines import OOM_MARK
+from ingest.formats.nccl_log.torch_lines import INTERRUPT_MARKS, OOM_MARK
 
 COLL_MARK = " opCount "
 
@@ -32,14 +32,16 @@ PY_EXCEPTION = r"\[rank[0-9]+\]: [A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Inter
 
 #: The line before NCCL's last error in PyTorch's exception text (torch_lines.LAST_ERROR).
 LAST_ERROR = "Last error:"
-#: That line, or one that says `out of memory` (both literal: no regex character in them).
-QUOTED_OR_OOM = f"{LAST_ERROR}|{OOM_MARK}"
+#: That line, one that says `out of memory`, or a launcher's interrupt (torch_lines
+#: INTERRUPT_MARKS: literal parts too).
+QUOTED_OR_OOM = f"{LAST_ERROR}|{OOM_MARK}|{INTERRUPT_MARKS}"
 
 
 def classify_lines(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Row numbers of the COLL candidates (NCCL lines with ` opCount `) and of the other
     lines mentioning NCCL (or shaped like an old NCCL warning, a rank's fatal Python
-    exception, the line before NCCL's last error, or saying `out of memory`)."""
+    exception, the line before NCCL's last error, saying `out of memory`, or a launcher's
+    interrupt)."""
     nccl = np.asarray(pc.match_substring(lines, "NCCL"))
     if not nccl.all():
         nccl |= np.asarray(pc.match_substring_regex(lines, OLD_WARN))

@@ -317,6 +317,9 @@ class LogParser:
             self.count["recognised"] += 2
             self._torch(joined)
             return True
+        if t is not None and t.kind == "interrupt":  # the launcher's: neither NCCL's nor torch's
+            self._torch(t)
+            return False
         if t is not None and "NCCL" not in line:
             # a rank's fatal Python exception or out-of-memory: PyTorch's, not NCCL's (another
             # line read only for saying `out of memory` is none of this parser's business)

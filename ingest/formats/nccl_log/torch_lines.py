@@ -67,6 +67,25 @@ OOM = C(
 )
 #: What every OOM line holds (chunk.classify_lines lets the lines that say it through).
 OOM_MARK = "out of memory"
+#: A launcher stopping the job from outside: the user's Ctrl-C (MPICH/Intel MPI's Hydra
+#: `[mpiexec@host] Sending Ctrl-C to processes as requested`; Slurm's `srun: interrupt (one more
+#: within 1 sec to abort)`, `srun: forcing job termination`), a signal forwarded (Open MPI's
+#: `mpirun: Forwarding signal 2 to job`), the scheduler cancelling the job (`*** STEP 12.0 ON
+#: node CANCELLED AT 2025-01-01T00:00:00 DUE TO TIME LIMIT ***`) or torchrun's agent killed
+#: (`Received 15 death signal, shutting down workers`). Phrases no other program prints.
+INTERRUPT = C(
+    r"(?P<msg>\[mpiexec@[^\]]*\] Sending Ctrl-C to processes as requested"
+    r"|srun: interrupt \(one more within 1 sec to abort\)|srun: forcing job termination"
+    r"|mpirun: Forwarding signal \d+ to job"
+    r"|\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+[^*]*\*\*\*"
+    r"|Received (?:\d+|(?:Signals\.)?SIG[A-Z]+) death signal, shutting down workers)"
+)
+#: What every INTERRUPT line holds, as one RE2-compatible alternation of literal parts
+#: (chunk.classify_lines lets such lines through).
+INTERRUPT_MARKS = (
+    r"Sending Ctrl-C to processes|srun: interrupt|srun: forcing job termination|"
+    r"mpirun: Forwarding signal|CANCELLED AT|death signal, shutting down"
+)
 NCCL_ERROR = C(
     r"NCCL error in: (?P<where>\S+?),? (?P<what>.*?)(?:, NCCL version (?P<ver>\d+\.\d+\.\d+\S*))?$"
 )
@@ -154,12 +173,26 @@ def out_of_memory(line: str) -> TorchLine | None:
     return TorchLine("oom", rank, (f"{exc}: " if exc else "") + m.group("msg"))
 
 
+def interrupted(line: str) -> TorchLine | None:
+    """The interrupt row of `line` when it is a launcher stopping the job (INTERRUPT): kind
+    interrupt, no rank (the launcher speaks for the whole job); None for any other line."""
+    m = INTERRUPT.search(line) if ("Ctrl-C" in line or "srun:" in line or "signal" in line
+                                  or "CANCELLED" in line) else None  # fmt: skip
+    if m is None:
+        return None
+    return TorchLine("interrupt", {"rank": None, "rank_source": None}, m.group("msg").strip())
+
+
 def classify(line: str) -> TorchLine | None:
     """The PyTorch line `line` is, or None when it is not one (the caller checked it mentions
-    NCCL, or is a fatal exception's shape: a rank's Python exception, an out-of-memory)."""
+    NCCL, or is a fatal exception's shape: a rank's Python exception, an out-of-memory, or a
+    launcher's interrupt)."""
     oom = out_of_memory(line)
     if oom is not None:
         return oom
+    stop = interrupted(line)
+    if stop is not None:
+        return stop
     header = next((m for rx in HEADERS if (m := rx.search(line))), None)
     if header is None and (py := PY_EXCEPTION.search(line)) and not TIMEOUT.search(line):
         rank = {"rank": int(py.group("rank")), "rank_source": "header"}
