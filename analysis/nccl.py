@@ -423,7 +423,8 @@ def empty_section() -> dict[str, Any]:
         "gdr_evidence": None,
         "inter_node": {"value": None, "basis": None, "network": None, "network_basis": None},
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
-        "communicators": [], "collnet_fallback": {"processes": 0, "first": None}, "env": [],
+        "communicators": [], "algorithm_choices": [],
+        "collnet_fallback": {"processes": 0, "first": None}, "env": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
         "aborts": {"count": 0, "first": None}, "handled_returns": {"count": 0, "first": None},
         "crashed": {"ranks": [], "by_rank": [], "unattributed": 0, "unattributed_first": None},
@@ -470,6 +471,7 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s.update(_gdr(con, rid))
     s["tcp_fallback"] = _tcp(con, rid)
     s["communicators"] = _rows(con, "nccl_comm_shapes", rid)
+    s["algorithm_choices"] = _rows(con, "nccl_algorithm_choices", rid)
     s["collnet_fallback"] = _collnet_fallback(con, rid)
     s["env"] = _env(con, rid)
     s.update(_problems(con, rid))

@@ -93,6 +93,9 @@ def render_nccl(s: dict, table: Table) -> str:
             for c in s["communicators"]
             if c["ring"]
         ]
+    if s.get("algorithm_choices"):
+        cols = ("func", "algo", "proto", "choices", "min_bytes", "max_bytes")
+        out += ["what NCCL chose (its tuning lines):", _table(s["algorithm_choices"], cols, table)]
     if ln["unknown_families"]:
         out.append("NCCL lines not understood, by family:")
         out += [
