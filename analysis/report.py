@@ -23,7 +23,7 @@ from analysis.db import run_id
 from analysis.diagnosis import diagnose
 from analysis.hang import hang_section
 from analysis.model.section import model_section
-from analysis.nccl import nccl_section
+from analysis.nccl import has_nccl_tables, nccl_section
 from analysis.overlap import rank_overlap, step_overlap
 from analysis.replay import replay_section
 from analysis.report_types import Report, RunInfo
@@ -90,6 +90,13 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> RunInfo:
     n_dump_ranks = db.scalar(
         con, "SELECT count(DISTINCT rank) FROM fr_dumps WHERE run_id = ?", [rid]
     )
+    # the job's size as NCCL's logs state it (the communicators' nranks): a run of logs alone
+    # has no traced rank to count
+    log_world = (
+        db.scalar(con, "SELECT max(nranks) FROM nccl_communicators WHERE run_id = ?", [rid])
+        if has_nccl_tables(con)
+        else None
+    )
     on_gpu, any_act = db.row(
         con,
         "SELECT bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset')), count(*) > 0 FROM"
@@ -107,6 +114,7 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> RunInfo:
         "hosts": sorted(r[5] or []),
         "n_steps": n_steps,
         "n_dump_ranks": n_dump_ranks,
+        "nccl_world_size": log_world,
     }
 
 

@@ -27,6 +27,7 @@ class RunInfo(TypedDict):
     hosts: list[str]
     n_steps: int
     n_dump_ranks: int  # ranks with a Flight Recorder dump (n_ranks counts traced ranks)
+    nccl_world_size: int | None  # the largest communicator the NCCL logs name (None: no logs)
 
 
 class Parts(TypedDict, total=False):

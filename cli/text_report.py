@@ -118,6 +118,8 @@ def _ranks(r: dict) -> str:
     dumps = r.get("n_dump_ranks") or 0
     if dumps and not r.get("n_ranks"):
         return f"ranks: none traced, {dumps} with a Flight Recorder dump"
+    if not r.get("n_ranks") and r.get("nccl_world_size"):
+        return f"ranks: none traced (the NCCL logs: {r['nccl_world_size']} ranks)"
     return out + (f", {dumps} with a Flight Recorder dump" if dumps else "")
 
 
@@ -141,6 +143,7 @@ _RUN_KEYS = (
     "files",
     "n_ranks",
     "n_dump_ranks",
+    "nccl_world_size",
     "world_size",
     "n_steps",
     "backends",
