@@ -408,3 +408,21 @@ def test_arrow_shapes_match_the_ddl(store_con):
                             f"WHERE table_name = '{name}' ORDER BY ordinal_position")  # fmt: skip
         assert cols[:2] == [("run_id", "INTEGER"), ("file_id", "INTEGER")], name
         assert cols[2:] == [(f.name, duck[str(f.type)]) for f in schema], name
+
+
+# (case, ring rows as (channel, n_channels), ring_channels): NCCL's `Channel NN/MM` says MM
+RING_COUNT_CASES = [
+    ("every channel's line, MM printed", [(0, 2), (1, 2)], 2),
+    # log 028's excerpt: `Channel 00/64 : 0` (line 28) to `Channel 22/64 : 0`, then other lines
+    ("an excerpt stopping at channel 22 of 64 (log 028)", [(c, 64) for c in range(23)], 64),
+    ("old lines without MM: the channels seen", [(0, None), (1, None), (2, None)], 3),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,rows,n", RING_COUNT_CASES, ids=[c[0] for c in RING_COUNT_CASES])
+def test_ring_channels_count(con, case, rows, n):
+    procs(con, ("a", 1))
+    comm(con, 0, 0, 1)
+    put(con, "nccl_channels", *({"proc": 0, "comm": "0x1", "line_no": 20 + c, "kind": "ring",
+        "channel": c, "n_channels": m, "ring": [0]} for c, m in rows))  # fmt: skip
+    assert q(con, "SELECT ring_channels FROM nccl_comm_shapes(1)") == [(n,)]

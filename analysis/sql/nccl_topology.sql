@@ -77,7 +77,9 @@ ORDER BY file_id, line_no;
 --   returns   comm_key (see nccl_comm_keys), comm_id, nranks,
 --             n_nodes, local_ranks     from the 2.20.3+ nNodes line (NULL before),
 --             n_processes    log processes in it; ranks_logged  its ranks they cover,
---             ring_channels  channels with a ring order line (printed by rank 0),
+--             ring_channels  ring channels: the MM of `Channel NN/MM` where NCCL prints it (an
+--                            excerpt may stop before the last channel's line), else the channels
+--                            with a ring order line (printed by rank 0),
 --             ring           ring order of the lowest channel,
 --             rings_distinct distinct ring orders over the channels,
 --             ring_truncated a ring line was cut: NCCL up to 2.22 prints at most 20 ranks and
@@ -111,7 +113,8 @@ ch AS (
     WHERE x.run_id = rid
 ),
 rings AS (
-    SELECT comm_key, count(DISTINCT channel) AS ring_channels,
+    SELECT comm_key,
+        greatest(count(DISTINCT channel), coalesce(max(n_channels), 0)) AS ring_channels,
         arg_min(ring, channel) AS ring, count(DISTINCT ring) AS rings_distinct,
         bool_or(truncated) AS ring_truncated
     FROM ch WHERE kind = 'ring' GROUP BY comm_key
