@@ -320,13 +320,20 @@ def gdr(report: Mapping[str, Any]) -> Item:
             "(one host, no NET connections), so it costs nothing here.",
         )
     if not n["gdr"]:
+        efa = any("Libfabric" in (x.get("network") or "") for x in n.get("networks") or [])
         return _item(
             "gdr",
             title,
             page,
             ATTENTION,
             f"GPU Direct RDMA is off: network traffic is staged through host memory{where}.",
-            "Load nvidia-peermem (or use dma-buf), check NCCL_NET_GDR_LEVEL and the PCIe "
+            # EFA (AWS's libfabric plugin): no kernel module turns it on where the instance
+            # type has none
+            "On EFA, GPU Direct RDMA needs an instance type that has it (p4d and later; not "
+            "p3dn or g4dn) and aws-ofi-nccl with it enabled (FI_EFA_USE_DEVICE_RDMA=1 on older "
+            "libfabric): check the instance type before anything else."
+            if efa
+            else "Load nvidia-peermem (or use dma-buf), check NCCL_NET_GDR_LEVEL and the PCIe "
             "topology (`nvidia-smi topo -m`).",
         )
     return _item("gdr", title, page, OK, f"GPU Direct RDMA is in use{where}.")
