@@ -486,7 +486,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     compute_share = shares["compute_only_ms"] + shares["compute_overlapped_ms"]
     mostly_compute = (
-        big
+        bool(big)
         and not wall
         and label == CAUSES[big[0]][1]
         and compute_share >= policy.COMPUTE_MAJORITY
@@ -530,16 +530,17 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     # (topic, sentence): the paragraph joins them; `points` keeps them apart for a list
     sentences: list[tuple[str, str | None]] = [("what", head)]
     if big:
-        names = ", ".join(f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in big)
+
+        def listed(keys: list[str]) -> str:
+            return ", ".join(f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in keys)
+
         if mostly_compute:  # the label named the largest overhead already
-            others = big[1:]
-            names = ", ".join(
-                f"{PART_LABELS[k]} {_f(s.get(k))} ({_pct(shares[k])})" for k in others
-            )
-            more = f" Other non-compute parts: {names}." if others else ""
+            more = f" Other non-compute parts: {listed(big[1:])}." if big[1:] else ""
             sentences.append(("what", f"The step is {label}.{more}"))
         else:
-            sentences.append(("what", f"The step is {label}. Largest non-compute parts: {names}."))
+            sentences.append(
+                ("what", f"The step is {label}. Largest non-compute parts: {listed(big)}.")
+            )
     else:
         sentences.append(
             (
