@@ -130,6 +130,17 @@ def stragglers(report: Mapping[str, Any]) -> Item:
         return _item("stragglers", title, page, OK, s.get("verdict") or "No rank was flagged.")
 
     compute = [r for r in flagged if r.get("kind") == "compute"]
+    unknown = [r for r in flagged if r.get("compute_ratio") is None]
+    if not compute and unknown:
+        return _item(
+            "stragglers",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            f"Straggler(s) {', '.join(who(r) for r in unknown)}: no operator time to compare "
+            "with the other ranks', so a slow device cannot be told from a late one.",
+            "Profile with steps marked (ProfilerStep) and operator or kernel activity recorded.",
+        )
     if not compute:
         names = "; ".join(
             f"{who(r)} is "
@@ -141,8 +152,9 @@ def stragglers(report: Mapping[str, Any]) -> Item:
             title,
             page,
             OK,
-            f"Straggler {names}: not mainly a slow device, so not thermal throttling. The "
-            "diagnosis says where its time goes (host, input pipeline or launch delay).",
+            f"{'Stragglers' if len(flagged) > 1 else 'Straggler'} {names}: not mainly a slow "
+            "device, so not thermal throttling. The diagnosis says where the time goes (host, "
+            "input pipeline or launch delay).",
         )
     names = ", ".join(f"{who(r)} ({(r.get('compute_ratio') or 0):.2f}x)" for r in compute)
     gpu = (report.get("run_info") or {}).get("device_kind") == "gpu"

@@ -102,9 +102,16 @@ def _more_work(r: Mapping[str, Any]) -> bool:
 
 
 def _limit_pct(x: float, limit: float) -> str:
-    """A share beside the limit it is judged by: one decimal where whole percent would print
-    the limit itself (9.8% is no wall at 10%, but "10%" reads as one)."""
-    return f"{100 * x:.1f}%" if round(100 * x) == round(100 * limit) else _pct(x)
+    """A share beside the limit it is judged by (above it: a wall), printed on the side of the
+    limit it is on: as many decimals as that takes (9.8% is no wall at 10%, but "10%" reads as
+    one; 10.04% is one, but "10.0%" reads as none), and the limit itself said as such."""
+    if x == limit:
+        return f"{100 * x:g}%, at the line, not above it"
+    for digits in range(4):
+        text = f"{100 * x:.{digits}f}"
+        if (float(text) > 100 * limit) == (x > limit) and float(text) != 100 * limit:
+            return f"{text}%"
+    return f"{100 * x:.4f}%"
 
 
 def _culprits(report: Mapping[str, Any]) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -245,6 +246,27 @@ def _interrupts(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     }
 
 
+def _interrupt_finding(s: Mapping[str, Any]) -> str | None:
+    """The launcher's stop lines in one sentence (None without any): where they are and what
+    they can mean. After a failure (a timeout, a rank that died) they are as likely the launcher
+    killing the other tasks as anyone stopping the job, and the finding comes after it."""
+    n, lines = s["interrupted"]["count"], s["interrupted"]["lines"]
+    if not n:
+        return None
+    files = {x.get("file") for x in lines}
+    where = ", ".join(
+        (f"{Path(x['file']).name}:" if len(files) > 1 and x.get("file") else "") + str(x["line"])
+        for x in lines
+    )
+    more = f" and {n - len(lines)} more" if n > len(lines) else ""
+    return (
+        f"a launcher stopped the job from outside ({n} line(s): {where}{more}; first: "
+        f"{lines[0]['text']}): a user's Ctrl-C, a signal, the scheduler's cancellation, or the "
+        "launcher ending the other tasks after one failed; what was running then did not "
+        "finish, and its last lines before the stop show what it was doing"
+    )
+
+
 def _collnet_fallback(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     rows = _rows(con, "nccl_collnet_fallbacks", rid)
     first = None
@@ -345,17 +367,11 @@ def gdr_off_matters(s: Mapping[str, Any]) -> bool:
 def _findings(s: dict[str, Any]) -> list[str]:
     """One sentence per notable fact, most important first."""
     out = []
-    if s["interrupted"]["count"]:
-        lines, n = s["interrupted"]["lines"], s["interrupted"]["count"]
-        where = ", ".join(str(x["line"]) for x in lines)
-        more = f" and {n - len(lines)} more" if n > len(lines) else ""
-        out.append(
-            f"the launcher stopped the job {n} time(s) from outside "
-            f"(line(s) {where}{more}; first: {lines[0]['text']}): a user's Ctrl-C, a signal or "
-            "the scheduler's cancellation, so what was running then did not finish; when it "
-            "was interrupted because it made no progress, its last lines before the interrupt "
-            "show what it waited in"
-        )
+    stopped = _interrupt_finding(s)
+    crashed = s["crashed"]
+    failed = bool(s["timeouts"]["collectives"] or crashed["by_rank"] or crashed["unattributed"])
+    if stopped and not failed:
+        out.append(stopped)
     if s["tcp_fallback"]["detected"]:
         out.append(s["tcp_fallback"]["explanation"])
     for t in s["timeouts"]["collectives"]:
@@ -376,6 +392,8 @@ def _findings(s: dict[str, Any]) -> list[str]:
     died = crash_sentence(s["crashed"]) if not s["timeouts"]["collectives"] else None
     if died:
         out.append(died)
+    if stopped and failed:  # after the failure: a launcher kills the other tasks of a job too
+        out.append(stopped)
     out += notable_env(s)
     if s["version_mismatch"]:
         out.append(f"NCCL versions differ across the job: {', '.join(s['versions'])}")

@@ -180,7 +180,7 @@ def build_report(
     kept beside the store and read back by later reports of the unchanged run
     (analysis/report_cache.py); `keep=True` keeps it however quickly it was built."""
     rid = run_id(con, run)
-    kept = report_cache.load(con, rid)
+    kept, fp = report_cache.load(con, rid)
     if kept is not None:
         return cast(Report, kept)
     started = time.perf_counter()
@@ -204,5 +204,6 @@ def build_report(
                 )
     if errors:
         report["analysis_errors"] = errors
-    report_cache.save(con, rid, report, math.inf if keep else time.perf_counter() - started)
+    spent = math.inf if keep else time.perf_counter() - started
+    report_cache.save(con, rid, report, spent, fp)
     return cast(Report, report)

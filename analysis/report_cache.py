@@ -37,6 +37,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from analysis import run_cache
 
@@ -61,13 +62,16 @@ def _code_digest() -> str:
     on."""
     h = hashlib.sha256(
         f"{FORMAT} {platform.python_version()} duckdb {duckdb.__version__} numpy "
-        f"{np.__version__} pandas {pd.__version__}".encode()
+        f"{np.__version__} pandas {pd.__version__} pyarrow {pa.__version__}".encode()
     )
     for path in sorted(_PACKAGE.rglob("*")):
         if path.suffix in (".py", ".sql") and path.is_file():
             h.update(str(path.relative_to(_PACKAGE)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()
+
+
+_code_digest()  # now, as this process loads the code: not when a later report asks for it
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection, rid: int) -> str:
@@ -99,26 +103,32 @@ def faithful(value: Any) -> bool:
     return False
 
 
-def load(con: duckdb.DuckDBPyConnection, rid: int) -> dict | None:
-    """Run `rid`'s report as written by `save` for its current fingerprint; None when there is
-    none valid (or no cache directory)."""
+def load(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[dict | None, str]:
+    """(Run `rid`'s report as written by `save` for its current fingerprint, that fingerprint):
+    the report None when there is none valid, the fingerprint "" without a cache directory.
+    A report built after a miss is saved under this fingerprint, the one of the rows it read."""
     base = run_cache.directory(con) if ENABLED else None
-    if base is None or not base.is_dir():
-        return None
+    if base is None:
+        return None, ""
+    fp = ""
     try:
-        path = _path(base, rid, fingerprint(con, rid))
+        fp = fingerprint(con, rid)
+        path = _path(base, rid, fp)
         doc = json.loads(path.read_text())
         if doc.get("format") != FORMAT or not isinstance(doc.get("report"), dict):
-            return None
+            return None, fp
         with contextlib.suppress(OSError):
             os.utime(path)  # most recently used
-        return doc["report"]
+        return doc["report"], fp
     except Exception:  # noqa: BLE001  (missing, damaged, foreign: not cached)
-        return None
+        return None, fp
 
 
-def save(con: duckdb.DuckDBPyConnection, rid: int, report: dict, seconds: float) -> bool:
-    """Write run `rid`'s `report`, built in `seconds`, when that took at least MIN_SECONDS, no
+def save(
+    con: duckdb.DuckDBPyConnection, rid: int, report: dict, seconds: float, fp: str = ""
+) -> bool:
+    """Write run `rid`'s `report`, built in `seconds` from the rows of fingerprint `fp` (taken
+    before building: `load`'s; "" takes it now), when that took at least MIN_SECONDS, no
     section failed and JSON gives it back exactly; True when written. Never raises."""
     base = run_cache.directory(con) if ENABLED else None
     if base is None or seconds < MIN_SECONDS or report.get("analysis_errors"):
@@ -127,7 +137,7 @@ def save(con: duckdb.DuckDBPyConnection, rid: int, report: dict, seconds: float)
     try:
         if not faithful(report):
             return False
-        final = _path(base, rid, fingerprint(con, rid))
+        final = _path(base, rid, fp or fingerprint(con, rid))
         base.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps({"format": FORMAT, "run_id": int(rid), "report": report}))
         os.replace(tmp, final)

@@ -222,6 +222,16 @@ def test_items_never_fail_on_empty_or_odd_sections():
         assert len(checklist.evaluate(report)) == len(checklist.ITEMS)
 
 
+def test_a_straggler_without_operator_time_is_not_cleared_of_a_slow_device():
+    # flagged, but no operator time to compare (no steps marked): nothing says whether its
+    # device is slow, so the thermal item cannot be "ok"
+    ranks = [{"rank": 3, "host": "h1", "flagged": True, "kind": "unknown", "compute_ratio": None}]
+    report = {"stragglers": {"ranks": ranks, "flagged": [3], "verdict": "straggler: rank 3"}}
+    (item,) = [i for i in checklist.evaluate(report) if i["key"] == "stragglers"]
+    assert item["status"] == checklist.NOT_OBSERVABLE
+    assert "cannot be told" in item["evidence"]
+
+
 # -- verdict, compare, outliers ----------------------------------------------------------------
 
 

@@ -33,11 +33,31 @@ def test_the_launchers_interrupts_are_reported(tmp_path):
     got = rep["nccl"]["interrupted"]
     assert got["count"] == 2 and [x["line"] for x in got["lines"]] == at
     assert all(x["text"] == CTRL_C for x in got["lines"])
-    assert rep["nccl"]["findings"][0].startswith("the launcher stopped the job 2 time(s)")
+    assert rep["nccl"]["findings"][0].startswith("a launcher stopped the job from outside")
     assert (
-        "the launcher stopped the job 2 time(s) from outside (line(s) 1376, 1750"
+        "a launcher stopped the job from outside (2 line(s): 1376, 1750; first: "
         in (rep["diagnosis"]["paragraph"])
     )
+
+
+def test_after_a_failure_the_stop_comes_second(tmp_path):
+    # a rank that died, then Slurm cancelling the step: the stop is as likely srun ending the
+    # other tasks as anyone stopping the job, so the death is said first
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "job.log").write_text(
+        "n1:100:100 [3] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "n1:100:100 [3] NCCL INFO comm 0x1 rank 3 nranks 4 cudaDev 3 busId 1000 - Init COMPLETE\n"
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        "slurmstepd: error: *** STEP 5.0 ON n1 CANCELLED AT 2025-01-01T00:00:00 ***\n"
+    )
+    con = analysis_store(tmp_path / "s.duckdb", (tmp_path / "d",))
+    rep = build_report(con, "d", keep_going=False)
+    con.close()
+    found = rep["nccl"]["findings"]
+    assert rep["nccl"]["interrupted"]["count"] == 1 and rep["nccl"]["crashed"]["ranks"] == [3]
+    stop = next(i for i, f in enumerate(found) if f.startswith("a launcher stopped the job"))
+    died = next(i for i, f in enumerate(found) if "out of GPU memory" in f)
+    assert died < stop
 
 
 @pytest.mark.parametrize(

@@ -293,6 +293,10 @@ HANDLED_CASES = [
     ("the log ends in the chain: an error",
      ["h:9:11 [0] NCCL INFO Found x", "h:9:11 [0] NCCL INFO a.cc:1 -> 2",
       "h:9:11 [0] NCCL INFO b.cc:3 -> 2"], ["unwind", "unwind"]),
+    ("a WARN of the process, another thread's line, then the caller's chain: an error",
+     ["h:9:11 [0] NCCL INFO Found x", "h:9:12 [0] sharp.c:288 NCCL WARN SHARP coll init error",
+      "h:9:13 [0] NCCL INFO Using network IB", "h:9:11 [0] NCCL INFO coll_net.h:21 -> 3",
+      "h:9:11 [0] NCCL INFO Connected all rings"], ["unwind"]),
 ]  # fmt: skip
 
 
@@ -301,6 +305,29 @@ def test_error_returns_a_thread_went_on_from(case, lines, kinds):
     w = run(*lines)["nccl_warnings"]
     assert [x["kind"] for x in w if x["level"] == "ERROR"] == kinds
     assert [x["line_no"] for x in w] == sorted(x["line_no"] for x in w)
+
+
+def test_a_coll_line_read_late_settles_no_chain(monkeypatch):
+    """COLL lines the fast path rejects are read after the lines that follow them (the regex
+    path, at the chunk's landing): such a line must not end a later chain as handled."""
+    from pyarrow import RecordBatch
+
+    from ingest.formats.nccl_log import parser as parser_module
+    from ingest.formats.nccl_log import tables
+
+    empty = RecordBatch.from_pylist([], schema=tables.SCHEMAS["nccl_colls"])
+    monkeypatch.setattr(
+        parser_module, "parse_tails", lambda tails, *_: (empty, list(range(len(tails))))
+    )
+    lines = [
+        "h:9:11 [0] NCCL INFO Found x",
+        "h:9:11 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 "
+        "op 0 root 0 comm 0x5 [nranks=2] stream 0x9",
+        "h:9:11 [0] NCCL INFO a.cc:1 -> 2",
+    ]
+    for ending in ([], ["h:9:11 [0] b.cc:2 NCCL WARN failed"]):
+        w = run(*lines, *ending)["nccl_warnings"]
+        assert [x["kind"] for x in w if x["level"] == "ERROR"] == ["unwind"], ending
 
 
 def test_a_process_glued_to_other_output_before_its_own_lines():

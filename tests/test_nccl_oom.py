@@ -169,6 +169,11 @@ def test_oom_line_shapes(line):
         "WARNING: caught RuntimeError: CUDA out of memory, retrying with a smaller batch",
         "7: ValueError: CUDA out of memory is not a value",
         "7: torch.OutOfMemoryError",  # no message: not a traceback's last line
+        # Python's logging format: a level, the logger, then the message it logged
+        "WARNING:__main__:RuntimeError: CUDA out of memory. Retrying with a smaller batch",
+        "INFO:root:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20 MiB",
+        # a c10 warning header (`[W file:line]`) in front: PyTorch warned, nothing died
+        "[rank1]:[W reducer.cpp:1] RuntimeError: CUDA out of memory. Tried to allocate 2 MiB",
     ],
 )
 def test_lines_that_are_no_oom(line):

@@ -69,7 +69,15 @@ def test_a_kept_report_is_the_report_computed_without_any_cache(tmp_path, monkey
     assert kept(db) == []  # a quick report is not kept, and the variable turns the cache off
     keep(db, "gloo", monkeypatch)
     assert len(kept(db)) == 1
+    # read back in this process: the very dict the report computed, types and all (a tuple
+    # read back as a list, or an int key as a string, would not compare equal here)
+    monkeypatch.setenv(run_cache.ENV, "0")
+    with store.connect(db, read_only=True) as raw:
+        computed = report_module.build_report(load_modules(raw), "gloo")
+    monkeypatch.setenv(run_cache.ENV, "1")
     no_building()
+    with store.connect(db, read_only=True) as raw:
+        assert report_module.build_report(load_modules(raw), "gloo") == computed
     again = report(db, "gloo", monkeypatch)
     assert again == uncached
     # the straggler the generator made (ground_truth.json) is named in the report read back

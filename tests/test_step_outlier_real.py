@@ -89,3 +89,14 @@ def test_a_step_mostly_of_compute_is_not_called_bound_by_a_small_overhead(tmp_pa
     share = rep["summary"]["exposed_comm_share"]
     assert share <= policy.WALL_EXPOSED_SHARE and round(100 * share) == 10
     assert f"({100 * share:.1f}%)" in d["paragraph"] and "(10%)" not in d["paragraph"]
+
+
+@pytest.mark.parametrize(
+    ("share", "printed"),
+    [(0.098, "9.8%"), (0.0995, "9.95%"), (0.1004, "10.04%"), (0.12, "12%"), (0.054, "5%"),
+     (0.1, "10%, at the line, not above it")],
+)  # fmt: skip
+def test_a_share_beside_the_wall_line_prints_on_its_side(share, printed):
+    from analysis.diagnosis import _limit_pct
+
+    assert _limit_pct(share, policy.WALL_EXPOSED_SHARE) == printed

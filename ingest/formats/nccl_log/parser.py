@@ -119,9 +119,15 @@ class LogParser:
         self.chain_rows: dict[tuple[int, int], tuple[bool, list[tuple]]] = {}
         #: threads whose last NCCL line was a WARN
         self.warned: set[tuple[int, int]] = set()
-        #: per process, what its last NCCL line was: "warn", "unwind" or "other" (an error
-        #: that a thread warned of goes on unwinding in the thread that called it)
+        #: per process, whether its last NCCL line was a chain's (an error goes on unwinding in
+        #: the thread that called the one that failed), and the line of its last WARN; per
+        #: thread, the line of its last NCCL line
         self.proc_last: dict[int, str] = {}
+        self.proc_warn_n: dict[int, int] = {}
+        self.thread_n: dict[tuple[int, int], int] = {}
+        #: True while COLL lines the fast path rejected are read, after the lines that follow
+        #: them (`_land`): they settle no chain and move no thread's state
+        self.late = False
         self.chains = 0
         self.versions: set[str] = set()
         #: the `[rankN]:` headers of the PyTorch lines under each launcher tag's number
@@ -225,9 +231,11 @@ class LogParser:
             self.proc_rows[p]["n_lines"] += k
         data, offsets, rows, line_nos = job
         keep_n = self.n
+        self.late = True  # read after the lines that follow it: no thread's state moves
         for i in bad:
             self.n = int(line_nos[i])
             self._line(data[offsets[rows[i]] : offsets[rows[i] + 1]])
+        self.late = False
         self.n = keep_n
 
     # ---- one general line ---------------------------------------------------------------
@@ -263,26 +271,36 @@ class LogParser:
                 self._unknown(proc, "out_of_range", line)
                 return False
             if family is None and g.BENIGN.match(msg) is None:
-                self.after_unwind[(proc, tid)] = False
-                self._settle((proc, tid), handled=False)
-                self.warned.discard((proc, tid))
-                self.proc_last[proc] = "other"
+                self._moved((proc, tid), level, None, handled=False)
                 self._unknown(proc, "unknown", line)
                 return False
-        if family != "unwind":
-            self.aborting.discard((proc, tid))
-            if msg.startswith(ABORT_CALLED):
-                self.aborting.add((proc, tid))
-            # the thread went on: with an INFO line of its own, the chain was a handled return
-            self._settle((proc, tid), handled=level == "INFO")
-        if level == "WARN":
-            self.warned.add((proc, tid))
-        else:
-            self.warned.discard((proc, tid))
-        self.proc_last[proc] = "warn" if level == "WARN" else family or "other"
-        self.after_unwind[(proc, tid)] = family == "unwind"
+        self._moved((proc, tid), level, family, handled=level == "INFO", msg=msg)
         self.count["recognised"] += 1
         return False
+
+    def _moved(
+        self, key: tuple[int, int], level: str, family: str | None, handled: bool, msg: str = ""
+    ) -> None:
+        """The thread `key` logged a line of `level` and `family` (None: not one this parser
+        stores): end its error-return chain unless the line goes on with it (`_settle`;
+        `handled`: the line is an INFO the thread logged on its own, understood or benign), and
+        note what the thread and its process did last."""
+        if self.late:
+            return
+        proc = key[0]
+        if family != "unwind":
+            self.aborting.discard(key)
+            if msg.startswith(ABORT_CALLED):
+                self.aborting.add(key)
+            self._settle(key, handled=handled)
+        if level == "WARN":
+            self.warned.add(key)
+            self.proc_warn_n[proc] = self.n
+        else:
+            self.warned.discard(key)
+        self.proc_last[proc] = family or "other"
+        self.thread_n[key] = self.n
+        self.after_unwind[key] = family == "unwind"
 
     def _message(self, msg: str, proc: int, dev: int | None, tid: int) -> str | None:
         """Store the message as the first family that matches; that family's name."""
@@ -770,9 +788,15 @@ class LogParser:
             self._problem(*row[:3], "abort_unwind", *row[4:])
             return
         if key not in self.chain_rows:
-            # a WARN right before it, in this thread or in the process (the error goes on
-            # unwinding in the calling thread), or another chain of the process right before it
-            warned = key in self.warned or self.proc_last.get(proc) in ("warn", "unwind")
+            # warned: a WARN of the thread right before it, a WARN of the process since the
+            # thread's own previous line (the error goes on unwinding in the calling thread), or
+            # another chain of the process right before this one
+            since = self.thread_n.get(key, -1)
+            warned = (
+                key in self.warned
+                or self.proc_warn_n.get(proc, -1) > since
+                or self.proc_last.get(proc) == "unwind"
+            )
             self.chain_rows[key] = (warned, [])
         self.chain_rows[key][1].append((self.n, row))
 

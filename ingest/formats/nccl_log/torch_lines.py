@@ -61,7 +61,10 @@ PY_EXCEPTION = C(
 #: `what():` of C++'s c10::OutOfMemoryError, with nothing but tags in front (launcher tags,
 #: `[rankN]:`, bracketed timestamps): a logger's sentence that mentions an OOM is no death.
 OOM = C(
-    r"^(?P<pre>(?:\s*(?:\[[^\]]*\]:?|\([^)]*\)|[^\s:\[(]+:))*)\s*"
+    # tags: bracketed (not a c10 warning or info header, `[W reducer.cpp:1]`), parenthesised, or
+    # a word and a colon that is no logging level (`WARNING:__main__:` is a logger's sentence)
+    r"^(?P<pre>(?:\s*(?:\[(?![WI][\d ])[^\]]*\]:?|\([^)]*\)"
+    r"|(?!(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL):)[^\s:\[(]+:))*)\s*"
     r"(?:(?P<exc>(?:torch\.(?:cuda\.)?)?OutOfMemoryError|RuntimeError):|what\(\):)\s*"
     r"(?P<msg>(?:CUDA|HIP) (?:error: )?out of memory\b.*)$"
 )
@@ -77,7 +80,7 @@ INTERRUPT = C(
     r"(?P<msg>\[mpiexec@[^\]]*\] Sending Ctrl-C to processes as requested"
     r"|srun: interrupt \(one more within 1 sec to abort\)|srun: forcing job termination"
     r"|mpirun: Forwarding signal \d+ to job"
-    r"|\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+[^*]*\*\*\*"
+    r"|\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT [^*]*\*\*\*"
     r"|Received (?:\d+|(?:Signals\.)?SIG[A-Z]+) death signal, shutting down workers)"
 )
 #: What every INTERRUPT line holds, as one RE2-compatible alternation of literal parts
