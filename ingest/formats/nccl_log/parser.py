@@ -117,8 +117,6 @@ class LogParser:
         #: per thread, the rows of its error-return chain not yet stored, and whether a WARN of
         #: the thread came right before the chain (kind decided when the chain ends: `_settle`)
         self.chain_rows: dict[tuple[int, int], tuple[bool, list[tuple]]] = {}
-        #: threads whose last NCCL line was a WARN
-        self.warned: set[tuple[int, int]] = set()
         #: per process, whether its last NCCL line was a chain's (an error goes on unwinding in
         #: the thread that called the one that failed), and the line of its last WARN; per
         #: thread, the line of its last NCCL line
@@ -294,10 +292,7 @@ class LogParser:
                 self.aborting.add(key)
             self._settle(key, handled=handled)
         if level == "WARN":
-            self.warned.add(key)
             self.proc_warn_n[proc] = self.n
-        else:
-            self.warned.discard(key)
         self.proc_last[proc] = family or "other"
         self.thread_n[key] = self.n
         self.after_unwind[key] = family == "unwind"
@@ -788,13 +783,11 @@ class LogParser:
             self._problem(*row[:3], "abort_unwind", *row[4:])
             return
         if key not in self.chain_rows:
-            # warned: a WARN of the thread right before it, a WARN of the process since the
-            # thread's own previous line (the error goes on unwinding in the calling thread), or
-            # another chain of the process right before this one
-            since = self.thread_n.get(key, -1)
+            # warned: a WARN of the process on or since the thread's own previous line (that
+            # line itself, or another thread's: the error goes on unwinding in the calling
+            # thread), or another chain of the process right before this one (lines count from 1)
             warned = (
-                key in self.warned
-                or self.proc_warn_n.get(proc, -1) > since
+                self.proc_warn_n.get(proc, -1) >= self.thread_n.get(key, 0)
                 or self.proc_last.get(proc) == "unwind"
             )
             self.chain_rows[key] = (warned, [])
