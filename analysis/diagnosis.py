@@ -25,7 +25,7 @@ from typing import Any
 
 from analysis import policy
 from analysis.stopped import before_the_hang, crash_stop, stop_sentence
-from analysis.stragglers import SAME_WORK, late_not_compute
+from analysis.stragglers import SAME_WORK, extra_work_ms, late_not_compute
 from analysis.summary import PART_LABELS
 from analysis.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -96,9 +96,10 @@ def _more_work(r: Mapping[str, Any]) -> bool:
     ratio, compute, delay = r.get("compute_ratio"), r.get("compute_ms"), r.get("delay_ms")
     if not ratio or ratio <= SAME_WORK:
         return False
-    if compute is None or delay is None:
+    extra = extra_work_ms(ratio, compute)
+    if extra is None or delay is None:
         return ratio >= 1.1
-    return compute * (1 - 1 / ratio) >= policy.STRAGGLER_COMPUTE_FRACTION * max(delay, 0.0)
+    return extra >= policy.STRAGGLER_COMPUTE_FRACTION * max(delay, 0.0)
 
 
 def _limit_pct(x: float, limit: float) -> str:
@@ -125,13 +126,13 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
         share = r.get("share_of_wait") or 0.0
         if share < 0.10 or len(out) >= 2:
             break
-        ratio = r.get("compute_ratio")
+        ratio, late_start = r.get("compute_ratio"), _late_start(r)
         if r.get("kind") == "compute" or (not r.get("flagged") and _more_work(r)):
             why = f"it does {ratio:.2f}x the median rank's operator work" + (
                 " (a compute straggler)" if r.get("flagged") else ""
             )
             kind = "compute"
-        elif _late_start(r):
+        elif late_start:
             start = (
                 f"enters its steps {_f(r['start_delay_ms'])} after the first rank "
                 f"({_pct(r['start_delay_ms'] / r['delay_ms'])} of its {_f(r['delay_ms'])} delay "
@@ -178,7 +179,7 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
                 "why": why,
                 "idle_ms_per_step": idle,
                 "median_idle_ms_per_step": med_idle,
-                "late_start": kind == "other" and _late_start(r),
+                "late_start": kind == "other" and late_start,
             }
         )
     return out

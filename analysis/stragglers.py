@@ -95,6 +95,14 @@ def _describe(r: pd.Series) -> str:
 SAME_WORK = 1.05
 
 
+def extra_work_ms(ratio: float | None, compute_ms: float | None) -> float | None:
+    """A rank's operator work per step beyond the median rank's (stragglers.sql's
+    compute_excess: compute - compute / ratio); None when either is unknown."""
+    if ratio is None or compute_ms is None or pd.isna(ratio) or pd.isna(compute_ms) or ratio <= 0:
+        return None
+    return compute_ms * (1 - 1 / ratio)
+
+
 def late_not_compute(ratio: float | None, compute_ms: float | None, delay_ms: float | None) -> str:
     """How a late rank that is not a compute straggler stands on operator work, in words that
     agree with its ratio to the median rank: "without doing more operator work" only when it
@@ -102,8 +110,8 @@ def late_not_compute(ratio: float | None, compute_ms: float | None, delay_ms: fl
     (a compute straggler's extra work is at least STRAGGLER_COMPUTE_FRACTION of its delay)."""
     if ratio is None or pd.isna(ratio):
         return "late; no operator time to compare it on"
-    extra = compute_ms * (1 - 1 / ratio) if compute_ms and ratio > 0 else None
-    if ratio <= SAME_WORK or extra is None or pd.isna(extra):
+    extra = extra_work_ms(ratio, compute_ms) if compute_ms else None
+    if ratio <= SAME_WORK or extra is None:
         return f"late without doing more operator work ({ratio:.2f}x the median rank)"
     delay = (
         f" of its {delay_ms:.1f} ms delay per step"
