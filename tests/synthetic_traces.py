@@ -350,3 +350,14 @@ def insert_run(con: duckdb.DuckDBPyConnection, name: str, sim: Sim) -> int:
         )
         con.unregister("_synthetic_rows")
     return rid
+
+
+def small_runs(db: Path, names: str = "abc") -> Path:
+    """A store file `db` holding one small generated run per letter of `names` (2 ranks on one
+    host, 2 steps, a seed per run, so that no two are alike), runs 1, 2, … in that order."""
+    from ingest import store
+
+    with store.connect(db) as con:
+        for i, name in enumerate(names):
+            insert_run(con, name, simulate(Scenario(hosts=1, ranks_per_host=2, steps=2, seed=i)))
+    return db

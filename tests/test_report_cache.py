@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SAMPLES
-from synthetic_traces import Scenario, insert_run, simulate
+from synthetic_traces import Scenario, insert_run, simulate, small_runs
 
 from analysis import report as report_module
 from analysis import report_cache, run_cache
@@ -203,10 +203,7 @@ def test_a_cache_that_cannot_be_written_is_not_used(generated, monkeypatch):
 
 def test_only_the_most_recently_used_reports_are_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(report_cache, "KEEP", 2)
-    db = tmp_path / "k.duckdb"
-    with store.connect(db) as con:
-        for i, name in enumerate("abc"):
-            insert_run(con, name, simulate(Scenario(hosts=1, ranks_per_host=2, steps=2, seed=i)))
+    db = small_runs(tmp_path / "k.duckdb")
     for name in "abc":
         keep(db, name, monkeypatch)
     assert {p.name.split("-")[1] for p in kept(db)} == {"run2", "run3"}

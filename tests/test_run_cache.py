@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
-from synthetic_traces import Scenario, insert_run, simulate
+from synthetic_traces import Scenario, insert_run, simulate, small_runs
 
 from analysis import report_cache, run_cache, session
 from analysis.db import load_modules, run_id
@@ -158,10 +158,7 @@ def test_no_cache_for_a_store_in_memory_or_when_turned_off(generated, monkeypatc
 
 def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, loads):
     monkeypatch.setattr(run_cache, "KEEP", 2)
-    db = tmp_path / "k.duckdb"
-    with store.connect(db) as con:
-        for i, name in enumerate("abc"):
-            insert_run(con, name, simulate(Scenario(hosts=1, ranks_per_host=2, steps=2, seed=i)))
+    db = small_runs(tmp_path / "k.duckdb")
     for name in "abc":
         report(db, name, monkeypatch)
     kept = {p.name.split("-")[0] for p in entries(db)}
@@ -169,10 +166,7 @@ def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, loa
 
 
 def test_entries_beyond_the_byte_budget_are_removed_oldest_first(tmp_path, monkeypatch, loads):
-    db = tmp_path / "b.duckdb"
-    with store.connect(db) as con:
-        for i, name in enumerate("abc"):
-            insert_run(con, name, simulate(Scenario(hosts=1, ranks_per_host=2, steps=2, seed=i)))
+    db = small_runs(tmp_path / "b.duckdb")
     report(db, "a", monkeypatch)
     (first,) = entries(db)
     size = sum(f.stat().st_size for f in first.iterdir())
