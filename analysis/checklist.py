@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from analysis import units
 from analysis.model.step import mostly_waiting
 from analysis.nccl import gdr_off_matters
 from analysis.policy import INTERMITTENT_COST_SHARE, INTERMITTENT_SHARE
@@ -406,17 +407,28 @@ def busbw(report: Mapping[str, Any], link_peak_gbps: float | None = None) -> Ite
         )
     op, best = max(measured, key=lambda m: m[1])
     seen = f"best median busbw {best:.3g} GB/s ({op})"  # as the diagnosis quotes it
-    if not link_peak_gbps:
+    tested = _tested_peak(report, op)
+    if not link_peak_gbps and tested is None:
         return _item(
             "busbw",
             title,
             page,
             NOT_OBSERVABLE,
             f"Measured {seen}, but the link's peak is not known.",
-            "Set the link's peak bandwidth on the Collectives page.",
+            "Set the link's peak bandwidth on the Collectives page, or upload nccl-tests output "
+            "from the same nodes.",
         )
-    frac = best / link_peak_gbps
-    evidence = f"Measured {seen} = {100 * frac:.0f}% of the {link_peak_gbps:g} GB/s peak."
+    if link_peak_gbps:
+        frac = best / link_peak_gbps
+        evidence = f"Measured {seen} = {100 * frac:.0f}% of the {link_peak_gbps:g} GB/s peak."
+    else:
+        assert tested is not None
+        frac = best / tested["peak_busbw_gbs"]
+        evidence = (
+            f"Measured {seen} = {100 * frac:.0f}% of the {tested['peak_busbw_gbs']:.3g} GB/s "
+            f"that {_test_name(tested)} reached on "
+            f"{units.size_text(tested['peak_bytes'])} messages{_where(_test_evidence(tested))}."
+        )
     if frac >= BUSBW_FRACTION_LIMIT:
         return _item("busbw", title, page, OK, evidence)
     return _item(
@@ -427,6 +439,74 @@ def busbw(report: Mapping[str, Any], link_peak_gbps: float | None = None) -> Ite
         evidence,
         "Small messages never reach the peak: check the sizes; otherwise run nccl-tests on the "
         "same nodes and compare transports and GDR on the NCCL page.",
+    )
+
+
+def _tested_peak(report: Mapping[str, Any], op: str) -> dict | None:
+    """The nccl-tests table of `op` (else of all-reduce) with the highest bus bandwidth."""
+    tables = [t for t in (_nccl(report) or {}).get("tests") or [] if t.get("peak_busbw_gbs")]
+    for wanted in (op, "allreduce"):
+        same = [t for t in tables if t.get("op") == wanted]
+        if same:
+            return max(same, key=lambda t: t["peak_busbw_gbs"])
+    return None
+
+
+def _test_name(t: Mapping[str, Any]) -> str:
+    return f"{t['test']}_perf" if t.get("test") else f"nccl-tests ({t.get('op') or 'op unknown'})"
+
+
+def _test_evidence(t: Mapping[str, Any]) -> dict:
+    """The table's place as an evidence dict (for `_where`)."""
+    return (t.get("where") or {}) | {"text": f"table {t['table_no']}"}
+
+
+def nccl_tests(report: Mapping[str, Any]) -> Item:
+    """nccl-tests results in the logs: a wrong value is a hardware fault, whatever the speed."""
+    title, page = "nccl-tests results are correct", "nccl"
+    tables = (_nccl(report) or {}).get("tests") or []
+    if not tables:
+        return _item(
+            "nccl_tests",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            "No nccl-tests output in the uploaded logs.",
+            "Run nccl-tests (e.g. `all_reduce_perf -b 8 -e 8G -f 2`) on the same nodes and "
+            "upload its output: its bus bandwidth is what the fabric delivers, and its check "
+            "catches faulty GPUs and links.",
+        )
+    bad = [t for t in tables if t.get("wrong_values") or t.get("wrong_rows")]
+    if bad:
+        first = bad[0]
+        return _item(
+            "nccl_tests",
+            title,
+            page,
+            ATTENTION,
+            f"{len(bad)} of {len(tables)} nccl-tests table(s) report wrong values; first: "
+            f"{_test_name(first)}, {first.get('wrong_values') or 0} value(s) out of bounds"
+            f"{_where(_test_evidence(first))}.",
+            "Take the GPUs of that job out of service and rerun nccl-tests node by node to find "
+            "the faulty GPU, NVLink or NIC.",
+        )
+    checked = [t for t in tables if t.get("wrong_values") is not None]
+    if not checked:
+        return _item(
+            "nccl_tests",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            f"{len(tables)} nccl-tests table(s), none with its `Out of bounds values` line (the "
+            "output was cut).",
+            "Upload the whole nccl-tests output.",
+        )
+    return _item(
+        "nccl_tests",
+        title,
+        page,
+        OK,
+        f"{len(checked)} nccl-tests table(s) checked their results: no value out of bounds.",
     )
 
 
@@ -565,6 +645,7 @@ ITEMS: list[Callable[..., Item]] = [
     gdr,
     nccl_versions,
     busbw,
+    nccl_tests,
     exposed_comm,
     nccl_warnings,
 ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import duckdb
 
+from analysis import units
 from analysis.db import scalar
 
 UPLOAD_HINT = (
@@ -47,6 +48,12 @@ STATUSES = ("not_enqueued", "waiting", "completed", "crashed", "no_log")
 _OOM_FREE = re.compile(r"^.*?\bfree\b[^.;)]*[.)]?")
 #: Characters of an out-of-memory message quoted when it says nothing of free memory.
 OOM_QUOTE = 240
+#: The store table of nccl-tests rows (stores made before it existed lack it).
+TESTS = "nccl_test_results"
+#: nccl-tests prints bandwidths with two decimals: below this it printed 0.00.
+TINY_BUSBW = 0.01
+#: A table's smallest size up to this shows what one call costs apart from its bandwidth.
+SMALL_MESSAGE = 64 << 10
 
 
 def _rows(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> list[dict[str, Any]]:
@@ -65,6 +72,63 @@ def _where(con: duckdb.DuckDBPyConnection, file_id: int | None, line: int | None
 def has_nccl_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """True when the store has the nccl_* tables (stores made before they existed do not)."""
     return bool(scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'nccl_files'"))
+
+
+def _tests(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict[str, Any]]:
+    """The nccl-tests tables of the run's logs (`nccl_test_tables`), each with where it starts
+    and its bus bandwidth per message size (`curve`); none in a store made before they were
+    read."""
+    if not scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [TESTS]):
+        return []
+    curves: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for f, t, size, bw in con.execute(
+        f"SELECT file_id, table_no, size_bytes, greatest(oop_busbw_gbs, ip_busbw_gbs) FROM {TESTS}"
+        " WHERE run_id = ? AND coalesce(oop_busbw_gbs, ip_busbw_gbs) IS NOT NULL"
+        " ORDER BY file_id, table_no, size_bytes, line_no",
+        [rid],
+    ).fetchall():
+        curves.setdefault((f, t), []).append({"bytes": size, "busbw_gbs": bw})
+    out = []
+    for r in _rows(con, "nccl_test_tables", rid):
+        curve = curves.get((r["file_id"], r["table_no"]), [])
+        out.append(r | {"where": _where(con, r["file_id"], r["line_no"]), "curve": curve})
+    return out
+
+
+def test_sentence(t: Mapping[str, Any]) -> str | None:
+    """What one nccl-tests table says, in a sentence (None: it has no figures)."""
+    if t["peak_busbw_gbs"] is None:
+        return None
+    name = f"{t['test']}_perf" if t["test"] else "nccl-tests"
+    op = "" if t["test"] or not t["op"] else f" ({t['op']}, from its bus/algorithm bandwidth)"
+    who = ", ".join(
+        x for x in (f"{t['n_ranks']} ranks" if t["n_ranks"] else "", t["gpu"] or "") if x
+    )
+    where = t["where"] or {}
+    place = f"{Path(where['file']).name}:{where['line']}" if where.get("file") else ""
+    text = f"{name}{op}{f' on {who}' if who else ''}: " + _bandwidth_text(t)
+    if t["wrong_values"] or t["wrong_rows"]:
+        text += (
+            f"; WRONG RESULTS: {t['wrong_values'] or 0} value(s) out of bounds, "
+            f"{t['wrong_rows']} size(s) with wrong values (a GPU, memory or link fault: "
+            "take these GPUs out of service until a rerun is clean)"
+        )
+    return text + (f" ({place})" if place else "")
+
+
+def _bandwidth_text(t: Mapping[str, Any]) -> str:
+    """The bus bandwidth of an nccl-tests table: its peak and at what size, at the largest size
+    when that is 5% lower, and the time at the smallest size."""
+    peak, largest = t["peak_busbw_gbs"], t["largest_busbw_gbs"]
+    small = ""
+    if t["smallest_time_us"] is not None and t["min_bytes"] <= SMALL_MESSAGE:
+        small = f"{t['smallest_time_us']:.4g} µs a call at {units.size_text(t['min_bytes'])}"
+    if peak < TINY_BUSBW:  # printed as 0.00: only small messages, the time is what they show
+        return f"bus bandwidth under {TINY_BUSBW} GB/s as printed" + (f"; {small}" if small else "")
+    text = f"bus bandwidth peaks at {peak:.3g} GB/s ({units.size_text(t['peak_bytes'])} messages)"
+    if t["max_bytes"] != t["peak_bytes"] and largest < peak * 0.95:
+        text += f", {largest:.3g} GB/s at the largest size, {units.size_text(t['max_bytes'])}"
+    return text + (f"; {small}" if small and t["min_bytes"] != t["max_bytes"] else "")
 
 
 def _versions(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
@@ -414,6 +478,8 @@ def _findings(s: dict[str, Any]) -> list[str]:
             "`abort called`: teardown at exit, e.g. without destroy_process_group, or after a "
             "failure elsewhere); not counted as errors"
         )
+    wrong = [t for t in s["tests"] if t["wrong_values"] or t["wrong_rows"]]
+    out += [x for t in wrong if (x := test_sentence(t))]
     missing, world = s["ranks"]["without_log"], s["ranks"]["world_size"]
     if missing and s["ranks"]["with_log"]:
         out.append(f"no NCCL log for {len(missing)} of {world} ranks (first: rank {missing[0]})")
@@ -441,7 +507,7 @@ def empty_section() -> dict[str, Any]:
         "gdr_evidence": None,
         "inter_node": {"value": None, "basis": None, "network": None, "network_basis": None},
         "tcp_fallback": {"detected": False, "reason": None, "explanation": None, "evidence": None},
-        "communicators": [], "algorithm_choices": [],
+        "communicators": [], "algorithm_choices": [], "tests": [],
         "collnet_fallback": {"processes": 0, "first": None}, "env": [],
         "warnings": {"count": 0, "first": None}, "errors": {"count": 0, "first": None},
         "aborts": {"count": 0, "first": None}, "handled_returns": {"count": 0, "first": None},
@@ -490,6 +556,7 @@ def nccl_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     s["tcp_fallback"] = _tcp(con, rid)
     s["communicators"] = _rows(con, "nccl_comm_shapes", rid)
     s["algorithm_choices"] = _rows(con, "nccl_algorithm_choices", rid)
+    s["tests"] = _tests(con, rid)
     s["collnet_fallback"] = _collnet_fallback(con, rid)
     s["env"] = _env(con, rid)
     s.update(_problems(con, rid))

@@ -17,3 +17,15 @@ def ns_to_ms(ns: float | None) -> float | None:
 def ns_to_s(ns: float | None) -> float | None:
     """Nanoseconds to seconds; None stays None."""
     return None if ns is None else ns / NS_PER_S
+
+
+def size_text(b: float | None) -> str:
+    """A message size with binary prefixes, as nccl-tests sizes are chosen (8 B, 64 MiB, 1 GiB);
+    three significant digits when not a whole number of the unit."""
+    if b is None:
+        return "size unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(b) < 1024 or unit == "GiB":
+            return f"{b:.0f} {unit}" if b == int(b) else f"{b:.3g} {unit}"
+        b /= 1024
+    return f"{b:.3g} GiB"  # unreachable: the loop returns at GiB

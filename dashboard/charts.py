@@ -233,6 +233,22 @@ def scatter_loglog(
     return with_rule(chart, *rule) if rule else chart
 
 
+def bandwidth_curves(df: pd.DataFrame, title: str) -> alt.Chart:
+    """Bus bandwidth (`busbw_gbs`) against message size (`bytes`, log scale), one line per
+    `table`, as nccl-tests measures a fabric; the legend below names the tables."""
+    return (
+        alt.Chart(df, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("bytes:Q", scale=alt.Scale(type="log", base=2), title="message size (bytes)"),
+            y=alt.Y("busbw_gbs:Q", title="bus bandwidth (GB/s)"),
+            color=alt.Color("table:N", legend=alt.Legend(**LEGEND)),
+            tooltip=tips(df),
+        )
+        .properties(height=300)
+    )
+
+
 def hang_entries(df: pd.DataFrame, hang_seq: int | None) -> alt.LayerChart | alt.FacetChart:
     """The last collectives of each rank: seq (x) × rank (y), coloured by op; a rule at the
     seq where the hang or mismatch is."""

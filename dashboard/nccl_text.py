@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from analysis.nccl import ranges
+from analysis.nccl import ranges, test_sentence
 
 __all__ = ["ranges", "render_nccl"]
 
@@ -96,6 +96,9 @@ def render_nccl(s: dict, table: Table) -> str:
     if s.get("algorithm_choices"):
         cols = ("func", "algo", "proto", "choices", "min_bytes", "max_bytes")
         out += ["what NCCL chose (its tuning lines):", _table(s["algorithm_choices"], cols, table)]
+    tests = [x for t in s.get("tests") or [] if (x := test_sentence(t))]
+    if tests:
+        out += ["nccl-tests results in the logs:", *(f"  - {x}" for x in tests)]
     if ln["unknown_families"]:
         out.append("NCCL lines not understood, by family:")
         out += [

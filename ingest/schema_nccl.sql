@@ -394,3 +394,43 @@ CREATE TABLE IF NOT EXISTS nccl_unknown (
     kind    VARCHAR NOT NULL,
     text    VARCHAR
 );
+
+-- nccl-tests result tables printed into the log (all_reduce_perf and its siblings): one row per
+-- message size of each table, read even where NCCL's lines interleave with the table's.
+-- table_no        the table's number in the file (1, 2, ...).
+-- line_no         the line the row starts on.
+-- test            the test's name without `_perf` (all_reduce, all_gather, ...), from its banner
+--                 or command line; NULL when the log does not say.
+-- n_ranks, gpu    ranks listed under `# Using devices` before the table, and the first one's GPU.
+-- size_bytes, count, dtype, redop, root   the row's head, as printed (redop and root NULL in
+--                 tables without those columns).
+-- check_kind      what the last column of each half holds: `wrong` (a count of wrong values)
+--                 or `error` (older versions: the largest error, a float).
+-- oop_*, ip_*     out-of-place and in-place: time (µs), algorithm and bus bandwidth (GB/s,
+--                 10^9 bytes/s), and the check column; NULL when not printed (`N/A`) or lost.
+-- wrong_values    the table's `Out of bounds values` count; avg_busbw its `Avg bus bandwidth`.
+CREATE TABLE IF NOT EXISTS nccl_test_results (
+    run_id        INTEGER NOT NULL,
+    file_id       INTEGER NOT NULL,
+    table_no      INTEGER NOT NULL,
+    line_no       BIGINT,
+    test          VARCHAR,
+    n_ranks       INTEGER,
+    gpu           VARCHAR,
+    size_bytes    BIGINT,
+    count         BIGINT,
+    dtype         VARCHAR,
+    redop         VARCHAR,
+    root          INTEGER,
+    check_kind    VARCHAR,
+    oop_time_us   DOUBLE,
+    oop_algbw_gbs DOUBLE,
+    oop_busbw_gbs DOUBLE,
+    oop_wrong     DOUBLE,
+    ip_time_us    DOUBLE,
+    ip_algbw_gbs  DOUBLE,
+    ip_busbw_gbs  DOUBLE,
+    ip_wrong      DOUBLE,
+    wrong_values  BIGINT,
+    avg_busbw     DOUBLE
+);

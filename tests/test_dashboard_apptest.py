@@ -534,3 +534,25 @@ def test_many_ranks_are_drawn_in_blocks_and_the_top_of_the_stragglers(wide, tmp_
     assert len(bars) == 40 and "50" in set(bars["rank"])  # the straggler among them
     assert len(table(at, "rank", "flagged", "wait_caused_ms")) == 96
     assert any("The 40 highest scores of 96 ranks" in c for c in texts(at.caption))
+
+
+def test_nccl_page_shows_nccl_tests_tables(tmp_path, monkeypatch):
+    """The real log 021 holds two nccl-tests tables (tests/test_nccl_tests_real.py reads them
+    by hand): the page says what each reached and draws both curves, 28 sizes each."""
+    (log,) = (ROOT / "tests" / "data" / "nccl").glob("021_*.log.gz")
+    d = tmp_path / "logs"
+    d.mkdir()
+    shutil.copy(log, d / log.name)
+    path = tmp_path / "s.duckdb"
+    ingest_dir(path, "tests", d)
+    at = app(path, monkeypatch, tmp_path, run="tests", page="nccl")
+    assert "nccl-tests results" in texts(at.subheader)
+    shown = " ".join(texts(at.markdown))
+    for said in ("all_gather_perf on 2 ranks", "peaks at 1.83 GB/s", "all_reduce_perf on 2 ranks",
+                 "peaks at 2.16 GB/s"):  # fmt: skip
+        assert md(said) in shown
+    drawn = [chart_data(at, i) for i in range(len(charts(at)))]
+    ((spec, data),) = [(s, d) for s, d in drawn if "Bus bandwidth by message size" in json.dumps(s)]
+    assert len(data) == 56 and data["table"].nunique() == 2
+    peak = data.loc[data["bytes"] == 1 << 20].set_index("table")["busbw_gbs"].to_dict()
+    assert peak == {"1: all_gather": 1.83, "2: all_reduce": 2.16}  # lines 112 and 245 of the log

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from analysis.nccl import test_sentence
 from dashboard import charts, data, figures, session
 from dashboard.ui import md, missing, nccl_hint
 from dashboard.ui import table as ui_table
@@ -65,6 +66,25 @@ with left:
 with right:
     st.markdown("**Network interfaces**")
     table(n.get("nics"), "nccl_nics")
+
+tested = [t for t in n.get("tests") or [] if t.get("curve")]
+if tested:
+    st.subheader("nccl-tests results")
+    st.caption(
+        "What the fabric delivered to nccl-tests on these nodes: compare the training's bus "
+        "bandwidth (Collectives page) at the same message sizes."
+    )
+    for t in n.get("tests") or []:
+        if (sentence := test_sentence(t)) is not None:
+            st.markdown("- " + md(sentence))
+    curves = pd.DataFrame(
+        [
+            {"table": f"{t['table_no']}: {t.get('test') or t.get('op') or 'nccl-tests'}", **c}
+            for t in tested
+            for c in t["curve"]
+        ]
+    )
+    figures.chart(st, charts.bandwidth_curves, curves, "Bus bandwidth by message size")
 
 st.subheader("Transports")
 table(n.get("transports"), "nccl_transports")

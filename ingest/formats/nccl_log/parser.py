@@ -31,6 +31,7 @@ from ingest.collective_names import normalize_op
 from ingest.formats.nccl_log import grammar as g
 from ingest.formats.nccl_log.chunk import LAST_ERROR, classify_lines, line_array, split_colls
 from ingest.formats.nccl_log.coll_batch import parse_tails
+from ingest.formats.nccl_log.nccl_tests import CANDIDATE, TestTables
 from ingest.formats.nccl_log.prefix import (
     LEVEL_TOKEN,
     NO_OUTER,
@@ -72,6 +73,7 @@ MAX_TUNING_CELLS = 64
 #: as kind `out_of_range` instead of being read.
 _LONG_NUMBER = re.compile(r"\d{21}")
 
+TESTS = "nccl_test_results"
 _COMM_COLS = list(SCHEMAS["nccl_communicators"].names)
 _PROC_COLS = list(SCHEMAS["nccl_processes"].names)
 Key = tuple[int, "int | None"]
@@ -93,8 +95,9 @@ class LogParser:
         self.spools = {
             name: Spool(schema)
             for name, schema in SCHEMAS.items()
-            if name not in ("nccl_files", "nccl_processes", "nccl_communicators")
+            if name not in ("nccl_files", "nccl_processes", "nccl_communicators", TESTS)
         }
+        self.tests = TestTables()
         self.n = 0
         self.count = dict(nccl=0, recognised=0, unknown=0, damaged=0, torch=0)
         # (host, pid) of NCCL's prefix; both None on a line whose prefix was cut off
@@ -152,6 +155,7 @@ class LogParser:
         lines, offsets = line_array(data)
         base, self.n = self.n, self.n + len(lines)
         colls, general = classify_lines(lines)
+        self._nccl_tests(lines, base)
         heads, index, first, tails = split_colls(lines, colls)
         ids, new = self._head_ids(heads, first)
         valid = ids[index] >= 0
@@ -177,6 +181,14 @@ class LogParser:
         if len(self.heads) > HEAD_CACHE:
             self.heads.clear()
             self.head_info.clear()
+
+    def _nccl_tests(self, lines: pa.Array, base: int) -> None:
+        """Hand the lines that may belong to an nccl-tests table to its reader, in order."""
+        rows = np.flatnonzero(np.asarray(pc.match_substring_regex(lines, CANDIDATE)))
+        if rows.size:
+            heads = pc.binary_slice(lines.take(pa.array(rows)), 0, MAX_TEXT).to_pylist()
+            for row, head in zip(rows.tolist(), heads, strict=True):
+                self.tests.line(base + row + 1, head.decode("utf-8", "replace").rstrip("\r\n"))
 
     def _head_ids(self, heads: list[bytes], first: np.ndarray) -> tuple[np.ndarray, list]:
         """Head id of each distinct COLL head (-1: not an NCCL INFO prefix; those lines take
@@ -874,6 +886,8 @@ class LogParser:
         out["nccl_warnings"] = w.take(pc.sort_indices(w, [("line_no", "ascending")]))
         out["nccl_processes"] = rows_table(self.proc_rows, SCHEMAS["nccl_processes"])
         out["nccl_communicators"] = rows_table(self.comms, SCHEMAS["nccl_communicators"])
+        self.tests.finish()
+        out[TESTS] = rows_table(self.tests.rows, SCHEMAS[TESTS])
         c = self.count
         out["nccl_files"] = rows_table(
             [

@@ -92,6 +92,15 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     "nccl_unknown": pa.schema([("proc", I32), ("line_no", I64), ("kind", STR), ("text", STR)]),
+    "nccl_test_results": pa.schema(
+        [
+            ("table_no", I32), ("line_no", I64), ("test", STR), ("n_ranks", I32), ("gpu", STR),
+            ("size_bytes", I64), ("count", I64), ("dtype", STR), ("redop", STR), ("root", I32),
+            ("check_kind", STR), ("oop_time_us", F64), ("oop_algbw_gbs", F64),
+            ("oop_busbw_gbs", F64), ("oop_wrong", F64), ("ip_time_us", F64), ("ip_algbw_gbs", F64),
+            ("ip_busbw_gbs", F64), ("ip_wrong", F64), ("wrong_values", I64), ("avg_busbw", F64),
+        ]
+    ),
 }  # fmt: skip
 
 
