@@ -18,8 +18,9 @@ def _query(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> pd.DataFrame
 
 
 def collective_instances(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
-    """One row per matched instance: sizes, arrivals, last rank, transfer, skews, bandwidths."""
-    return _query(con, "collective_instances", rid)
+    """One row per matched instance: sizes, arrivals, last rank, transfer, skews, bandwidths,
+    and whether its time is a transfer and its bandwidth trusted (has_transfer, trusted_bw)."""
+    return _query(con, "collective_instances_judged", rid)
 
 
 def collective_ranks(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:

@@ -2,7 +2,12 @@
 communication overhead as knobs move, as curves, with the measured run as a point on them.
 
 Step times include the run's measured idle time, as the `model` section's prediction does,
-so that the unchanged scenario predicts the measured step. Knob values are given and returned
+so that the unchanged scenario predicts the measured step. Idle time is host, input and launch
+gaps (waiting for a late rank is exposed communication, not idle), which every micro-batch has
+again: with k micro-batches per step the step holds k times the run's idle time (the run's
+scenario has one micro-batch per step). Counted once per optimizer step, a host-bound run
+(DLRM: idle 53% of its step) would be predicted 6.7x faster per micro-batch at 32 micro-batches,
+the opposite of its diagnosis. Knob values are given and returned
 in display units (link bandwidth in GB/s); times in ms.
 """
 
@@ -44,7 +49,8 @@ def with_knobs(s: Scenario, values: dict[str, float]) -> Scenario:
 
 
 def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
-    """step_ms (compute + exposed communication + idle, per optimizer step), micro_batch_ms
+    """step_ms (compute + exposed communication + idle, per optimizer step; `idle_ms` is per
+    micro-batch, so the step holds `s.grad_accum` of it), micro_batch_ms
     (step_ms over the step's grad_accum micro-batches: the time per sample's worth of work, fair
     across gradient accumulation), tau_comp_ms, tau_comm_ms, exposed_comm_ms, comm_overhead
     (exposed / step), verdict and reason.
@@ -56,7 +62,7 @@ def predicted(s: Scenario, idle_ms: float = 0.0) -> dict:
         raise ValueError("the scenario has no compute time")
     comm_s = comm_time(s)
     st = step_model(s.compute_s, comm_s, s.eta, s.grad_accum, s.target_overhead)
-    step_ms = st.step_s * 1e3 + idle_ms
+    step_ms = st.step_s * 1e3 + idle_ms * s.grad_accum
     overhead = st.exposed_comm_s * 1e3 / step_ms if step_ms else 0.0
     v, reason = verdict(overhead, st.gamma, s.eta, DEFAULT_TARGET_OVERHEAD)
     return {

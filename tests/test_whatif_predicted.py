@@ -45,7 +45,7 @@ def test_predicted_is_the_full_predictions_step(
     full = predict(s)
     st_ = full.step
     assert st_ is not None
-    step_ms = st_.step_s * 1e3 + idle_ms
+    step_ms = st_.step_s * 1e3 + idle_ms * grad_accum  # host gaps: every micro-batch has them
     overhead = st_.exposed_comm_s * 1e3 / step_ms
     got = whatif.predicted(s, idle_ms)
     assert got == {
@@ -68,3 +68,16 @@ def test_predicted_is_the_full_predictions_step(
 def test_predicted_needs_compute_time():
     with pytest.raises(ValueError, match="compute time"):
         whatif.predicted(calculator("1e9", "fp32", 8, "100Gbps"))
+
+
+def test_idle_time_comes_with_every_micro_batch():
+    """A host-bound step (idle 8 ms of host gaps beside 1 ms of compute, little to send): more
+    micro-batches per optimizer step cannot make one micro-batch faster than its compute and
+    its own gaps, 9 ms (the gradient all-reduce is paid once per step and only shrinks)."""
+    s = calculator("1e6", "fp32", 8, "100Gbps", compute_s=0.001, eta=0.0)
+    one = whatif.predicted(s, idle_ms=8.0)
+    for k in (1, 4, 32):
+        got = whatif.predicted(whatif.with_knobs(s, {"grad_accum": k}), idle_ms=8.0)
+        assert got["micro_batch_ms"] >= 9.0
+        assert got["micro_batch_ms"] <= one["micro_batch_ms"] + 1e-9
+        assert got["step_ms"] == pytest.approx(k * 9.0 + got["exposed_comm_ms"])

@@ -13,6 +13,7 @@ from analysis.model.nccl_tuning import ARCHS
 from analysis.model.scenario import calculator, predict
 from analysis.model.summary import prediction_dict
 from analysis.model.units import parse_duration
+from analysis.whatif import KNOBS
 from cli.commands._output import add_format, add_wait, emit_json, emit_text, error, fmt_table
 
 
@@ -207,5 +208,6 @@ def render_stored(r: dict) -> str:
         )
     lines.append(fmt_table(pd.DataFrame(rows)))
     for k, v in r["knobs"].items():
-        lines.append(f"{k}: {v['run']:g} in the run → {v['what_if']:g}")
+        label = KNOBS[k][0] if k in KNOBS else k  # display units: link bandwidth in GB/s
+        lines.append(f"{label}: {v['run']:g} in the run → {v['what_if']:g}")
     return "\n".join(lines)

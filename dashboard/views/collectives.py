@@ -61,7 +61,13 @@ if inst is None or inst.empty or not needed <= set(inst.columns):
     missing("Matched collective instances", traces_hint(v.report))
 else:
     pts = inst[(inst["transfer_ns"] > 0) & (inst["bytes"] > 0)]
+    # the report's own rules: a hung instance's time is its wait until the timeout, not a
+    # transfer, and a bandwidth is drawn only where the per-op medians would count it
+    left_out = int((~pts["has_transfer"].fillna(False).astype(bool)).sum())
+    pts = pts[pts["has_transfer"].fillna(False).astype(bool)]
     pts = pts.assign(transfer_ms=pts["transfer_ns"] / NS_PER_MS)
+    trusted = pts["trusted_bw"].fillna(False).astype(bool) & (pts["busbw_GBps"] > 0)
+    bws = pts[trusted][[c for c in POINT_COLUMNS if c in pts.columns]]
     pts = pts[[c for c in POINT_COLUMNS if c in pts.columns]]
     left, right = st.columns(2)
     plot(
@@ -80,7 +86,7 @@ else:
         where=left,
     )
     plot(
-        pts[pts["busbw_GBps"] > 0],
+        bws,
         charts.scatter_loglog,
         (
             "bytes",
@@ -98,6 +104,13 @@ else:
     st.caption(
         "Transfer = end − last rank's start (waiting for late peers excluded); busbw uses the "
         "nccl-tests factors. Points far below the peak at large sizes point at the network."
+        + (
+            f" {left_out} instance(s) whose time is no transfer are not drawn, as the per-op "
+            "figures leave them out: seen on one rank only, or never joined by a rank the run "
+            "traced (a hang: the others waited there until the timeout)."
+            if left_out
+            else ""
+        )
     )
 
 st.subheader("Algorithm and protocol")
