@@ -115,6 +115,16 @@ def _limit_pct(x: float, limit: float) -> str:
     return f"{100 * x:.4f}%"
 
 
+def _busy_ratio(report: Mapping[str, Any], rank: int) -> float | None:
+    """The rank's τ_comp over the median of the other ranks' (report `ranks`, whole trace)."""
+    rows = [r for r in report.get("ranks") or [] if r.get("tau_comp_ms") is not None]
+    own = [r["tau_comp_ms"] for r in rows if r.get("rank") == rank]
+    others = [r["tau_comp_ms"] for r in rows if r.get("rank") != rank]
+    if not own or not others or median(others) <= 0:
+        return None
+    return float(own[0] / median(others))
+
+
 def _culprits(report: Mapping[str, Any]) -> list[dict]:
     """Ranks causing the waiting, largest share first (share >= 10% of all waiting)."""
     ranks = (report.get("stragglers") or {}).get("ranks") or []
@@ -150,7 +160,9 @@ def _culprits(report: Mapping[str, Any]) -> list[dict]:
         elif ratio is not None:
             why = (
                 "it is "
-                + late_not_compute(ratio, r.get("compute_ms"), r.get("delay_ms"))
+                + late_not_compute(
+                    ratio, r.get("compute_ms"), r.get("delay_ms"), _busy_ratio(report, r["rank"])
+                )
                 + ": a host, input-pipeline or launch delay"
             )
             kind = "other"

@@ -103,16 +103,41 @@ def extra_work_ms(ratio: float | None, compute_ms: float | None) -> float | None
     return compute_ms * (1 - 1 / ratio)
 
 
-def late_not_compute(ratio: float | None, compute_ms: float | None, delay_ms: float | None) -> str:
+#: A rank whose compute time (τ_comp) is at least this many times the median rank's while its
+#: operator work is not more spends the difference outside operators: said so beside the ratio.
+BUSY_OUTSIDE_OPERATORS = 1.5
+
+
+def late_not_compute(
+    ratio: float | None,
+    compute_ms: float | None,
+    delay_ms: float | None,
+    busy_ratio: float | None = None,
+) -> str:
     """How a late rank that is not a compute straggler stands on operator work, in words that
     agree with its ratio to the median rank: "without doing more operator work" only when it
     does not do more; otherwise its extra work per step beside the delay it does not explain
-    (a compute straggler's extra work is at least STRAGGLER_COMPUTE_FRACTION of its delay)."""
+    (a compute straggler's extra work is at least STRAGGLER_COMPUTE_FRACTION of its delay).
+    `busy_ratio` (its τ_comp over the median rank's), when BUSY_OUTSIDE_OPERATORS or more while
+    its operator work is not more, is said too: the tables show that compute time, and without
+    the words it reads as a compute straggler (a sleep in a gradient hook runs inside the
+    autograd node that calls the hook, counted as compute, but in no operator)."""
     if ratio is None or pd.isna(ratio):
         return "late; no operator time to compare it on"
     extra = extra_work_ms(ratio, compute_ms) if compute_ms else None
     if ratio <= SAME_WORK or extra is None:
-        return f"late without doing more operator work ({ratio:.2f}x the median rank)"
+        outside = ""
+        if (
+            busy_ratio is not None
+            and not pd.isna(busy_ratio)
+            and busy_ratio >= max(BUSY_OUTSIDE_OPERATORS, ratio)
+        ):
+            outside = (
+                f"; its compute time is {busy_ratio:.1f}x the median rank's, spent outside "
+                "operators, in the autograd nodes or hooks that call them (a sleep, a lock, "
+                "Python work in a hook)"
+            )
+        return f"late without doing more operator work ({ratio:.2f}x the median rank){outside}"
     delay = (
         f" of its {delay_ms:.1f} ms delay per step"
         if delay_ms is not None and not pd.isna(delay_ms)
@@ -160,8 +185,8 @@ def _not_flagged(top: pd.Series, n: int) -> str:
         )
     return (
         f"no rank is late by more than the timestamps resolve (median excess "
-        f"{_num(top.get('excess_ns')) / 1000:.1f} µs, flagged from "
-        f"{STRAGGLER_MIN_EXCESS_NS / 1000:g} µs)"
+        f"{_num(top.get('excess_ns')) / 1000:.1f} µs, and no delay per step that much above "
+        f"the median rank's; flagged from {STRAGGLER_MIN_EXCESS_NS / 1000:g} µs)"
     )
 
 

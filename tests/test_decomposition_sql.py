@@ -73,9 +73,10 @@ CASES = [
     ("two comm streams: one transferring while the other waits is transfer",
      {0: ([(1, 0, 100)], [(30, 20, "comm")], [(20, 40, 0)]),
       1: ([(1, 0, 100)], [(0, 40, "compute")], [(40, 20, 0)])},
-     # rank 0's window starts at its first activity (20): [20, 30) wait only; [30, 40) a stream
-     # transfers beside the waiting one; [40, 60) transfer; idle [60, 100)
-     {0: (0, 0, 30, 10, 0, 40), 1: (40, 0, 20, 0, 0, 40)}),
+     # rank 0's window starts at its host start (0: every activity runs on the host): idle
+     # [0, 20); [20, 30) wait only; [30, 40) a stream transfers beside the waiting one;
+     # [40, 60) transfer; idle [60, 100)
+     {0: (0, 0, 30, 10, 0, 60), 1: (40, 0, 20, 0, 0, 40)}),
     ("a step without activity is all idle",
      {0: ([(1, 0, 50), (2, 50, 30)], [(0, 20, "compute")], [])},
      # step 1 [0, 50): compute 20, idle 30; step 2 [50, 80): idle 30

@@ -273,3 +273,22 @@ def test_gpu_traces_without_a_gpu_name(tmp_path):
     assert rep["run_info"]["gpus"] == [] and rep["run_info"]["device_kind"] == "gpu"
     text = render_text(rep, lambda df: df.to_string())
     assert "GPUs: GPU (model not recorded)" in text
+
+
+def test_a_sleep_in_gradient_hooks_is_compute_time_outside_operators(reports):
+    """gloo_4rank_sleep's rank 2 sleeps 40 ms per step in hooks on its backward pass (ground
+    truth: mode sleep, placement backward): the sleep runs inside the autograd nodes, counted in
+    τ_comp, but in no operator. The paragraph used to say only "late without doing more operator
+    work (0.75x the median rank)" beside tables showing its compute 2.5x the others'; it now
+    says where that time went. The compute straggler of gloo_4rank_compute does extra matmuls,
+    which are operators: no such clause."""
+    truth = json.loads((SAMPLES / "gloo_4rank_sleep" / "ground_truth.json").read_text())
+    assert (truth["mode"], truth["generator_args"]["placement"]) == ("sleep", "backward")
+    text = reports["gloo_4rank_sleep"]["diagnosis"]["paragraph"]
+    lead = f"rank {truth['straggler_rank']} (host vm) causes"
+    culprit = text[text.index(lead) : text.index(": a host, input-pipeline")]
+    assert "late without doing more operator work" in culprit
+    assert "spent outside operators, in the autograd nodes or hooks" in culprit
+    ratio = float(culprit.split("its compute time is ")[1].split("x")[0])
+    assert ratio >= 1.5
+    assert "outside operators" not in reports["gloo_4rank_compute"]["diagnosis"]["paragraph"]

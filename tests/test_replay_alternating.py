@@ -8,9 +8,10 @@ them. (Separate runs made back to back, tests/test_replay_pairs.py, differ by up
 shared machine and cannot be the reference.)
 
 The reference: the median job step (slowest rank's window) over the clean steps whose next step
-is clean too. A delay that a rank spends before its first activity of a step lands in its
-previous step's window (steps.sql: a window starts at the step's first activity), so the last
-clean step before a slow block can hold the next step's delay.
+is clean too. (A delay that a rank spent before its first activity of a step used to land in its
+previous step's window, so the last clean step before a slow block could hold the next step's
+delay; a CPU trace's window now starts at its ProfilerStep annotation, steps.sql, and the
+exclusion only makes the reference more conservative.)
 
 The prediction: the median over the slow steps of the job step replayed with the straggler fixed
 (analysis.replay.whatif_by_step).

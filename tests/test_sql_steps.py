@@ -26,10 +26,28 @@ def store_with(steps, acts):
 # (case, steps, activities, expected windows [(step, ts, dur)])
 WINDOW_CASES = [
     (
-        "cpu trace: window starts at first op, next step cuts the tail",
+        "cpu trace: step 2 starts at its first op while step 1's comm still runs",
         [(1, 0, 100), (2, 100, 100)],
         [(2, 50, "compute", 2), (60, 60, "comm", 60), (101, 50, "compute", 101)],
-        [(1, 2, 99), (2, 101, 99)],
+        [(1, 0, 101), (2, 101, 99)],
+    ),
+    (
+        "cpu trace: a stall before the first op is the step's own (host start)",
+        [(1, 0, 100), (2, 100, 100)],
+        [(2, 40, "compute", 2), (150, 30, "compute", 150)],
+        [(1, 0, 100), (2, 100, 100)],
+    ),
+    (
+        "cpu trace: the previous step's comm ends inside the stall: the window starts there",
+        [(1, 0, 100), (2, 100, 100)],
+        [(2, 40, "compute", 2), (60, 70, "comm", 60), (140, 20, "compute", 140)],
+        [(1, 0, 130), (2, 130, 70)],
+    ),
+    (
+        "gpu trace: a device window starts at its first kernel, whatever the host did",
+        [(1, 0, 100), (2, 100, 100)],
+        [(10, 40, "compute", 2), (150, 30, "compute", 120)],
+        [(1, 10, 140), (2, 150, 50)],
     ),
     (
         "gpu work launched in step 1 runs after the host moved on",

@@ -60,7 +60,11 @@ SCORE_CASES = [
     ("t just below 5: (0.8-0.2)*sqrt(6)/0.30 = 4.90", five(sd4=0.30), {}),
     ("t just above 5: (0.8-0.2)*sqrt(6)/0.29 = 5.07", five(sd4=0.29), {4: "other"}),
     ("too few units (2)", five(units=2, sd4=0.001), {}),
-    ("below the 10 µs floor", five(late4=9), {}),
+    ("below the 10 µs floor", five(late4=9, delay4=9), {}),
+    # a rank whose calls queue behind the others' busy workers (gloo): its median lateness is
+    # nil, but it arrives 40 ms after the first rank at its latest collective of each step
+    ("median lateness nil, delay 40 ms: flagged", five(late4=0, delay4=40_000), {4: "other"}),
+    ("median lateness nil, delay under the floor", five(late4=0, delay4=10), {}),
     ("cost under 5 %", five(caused4=200_000), {}),
     ("every unit agrees (sd 0): finite t, flagged", five(sd4=0.0), {4: "other"}),
     ("no compute measured: unknown", [(*r[:4], None, *r[5:]) for r in five()], {4: "unknown"}),

@@ -179,7 +179,8 @@ def _top(**over):
         (dict(cost_share=0.011), "none: no rank's waiting matters: the one causing the most "
                                  "costs the others 1.1% of their time (flagged from 5%)"),
         (dict(excess_ns=4000.0), "none: no rank is late by more than the timestamps resolve "
-                                 "(median excess 4.0 µs, flagged from 10 µs)"),
+                                 "(median excess 4.0 µs, and no delay per step that much above "
+                                 "the median rank's; flagged from 10 µs)"),
     ],
 )  # fmt: skip
 def test_the_verdict_names_the_rule_the_top_rank_fails(over, reason):

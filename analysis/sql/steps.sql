@@ -12,7 +12,12 @@
 -- activities (the host start when it has none) and ends where the next step's window starts;
 -- the last step ends at the later of its host end and its last activity's end. Windows thus
 -- partition the rank's timeline: GPU work that runs after the host moved on is counted in
--- its own step, and no nanosecond is counted twice.
+-- its own step, and no nanosecond is counted twice. A step whose activities all ran on the
+-- host (a CPU trace: each starts where it was issued) starts at its host start instead, unless
+-- the previous step's activities were still running then (from their last end, or its first
+-- activity if earlier): the time the host spent in the step before its first operator (a
+-- data-loader wait, a stall before the forward pass) is the step's own, not the previous
+-- step's tail.
 CREATE OR REPLACE TEMP MACRO step_windows(rid) AS TABLE
 WITH s AS (
     SELECT rank, step, ts, dur FROM steps WHERE run_id = rid
@@ -22,17 +27,24 @@ a AS (
     WHERE run_id = rid AND kind IN ('compute', 'comm', 'memory')
 ),
 assigned AS (
-    SELECT s.rank, s.step, min(a.ts) AS first_ts, max(a.ts + a.dur) AS last_te, count(*) AS n
+    SELECT s.rank, s.step, min(a.ts) AS first_ts, max(a.ts + a.dur) AS last_te, count(*) AS n,
+        bool_and(a.launch_ts = a.ts) AS host_only
     FROM a JOIN s
         ON a.rank = s.rank AND a.launch_ts >= s.ts AND a.launch_ts < s.ts + s.dur
     GROUP BY s.rank, s.step
 ),
-b AS (
-    SELECT s.rank, s.step, s.ts AS cpu_ts, s.dur AS cpu_dur,
-        coalesce(x.first_ts, s.ts) AS start_ts,
-        greatest(s.ts + s.dur, coalesce(x.last_te, s.ts + s.dur)) AS natural_end,
-        coalesce(x.n, 0) AS n_launched
+j AS (
+    SELECT s.rank, s.step, s.ts AS cpu_ts, s.dur AS cpu_dur, x.first_ts, x.last_te, x.n,
+        x.host_only, lag(x.last_te) OVER (PARTITION BY s.rank ORDER BY s.step) AS prev_te
     FROM s LEFT JOIN assigned x ON s.rank = x.rank AND s.step = x.step
+),
+b AS (
+    SELECT rank, step, cpu_ts, cpu_dur,
+        CASE WHEN host_only THEN least(first_ts, greatest(cpu_ts, coalesce(prev_te, cpu_ts)))
+             ELSE coalesce(first_ts, cpu_ts) END AS start_ts,
+        greatest(cpu_ts + cpu_dur, coalesce(last_te, cpu_ts + cpu_dur)) AS natural_end,
+        coalesce(n, 0) AS n_launched
+    FROM j
 )
 SELECT rank, step, start_ts AS ts,
     greatest(coalesce(lead(start_ts) OVER w, natural_end) - start_ts, 0) AS dur,

@@ -22,7 +22,12 @@
 -- A rank is FLAGGED when (1) it causes more than its fair share of the waiting consistently:
 -- consistency_t >= straggler_min_t() over >= straggler_min_units() units, (2) it matters:
 -- cost_share >= straggler_min_cost_share(), and (3) it is late by a measurable amount: excess >=
--- straggler_min_excess_ns() (timestamps and clock residuals are µs). With 2 ranks the test still
+-- straggler_min_excess_ns() (timestamps and clock residuals are µs), or its delay (below) is
+-- that much more than the median rank's. The delay counts because a rank's lateness can hide
+-- in the median over its collectives: gloo runs a rank's calls on worker threads, and when the
+-- others' workers sit in its first buckets waiting for it, its later buckets start on every
+-- rank at once (a rank stalled 40 ms before every forward pass has a median excess of 0-10 µs
+-- and a delay of 43 ms). With 2 ranks the test still
 -- works (share is 1/2 by chance); with 10^4 ranks a fair share is tiny and the test is the same.
 -- A flagged rank's KIND is 'compute' when it did more operator work than the median rank by at
 -- least half of its delay (delay = how much later than the first rank it arrives at its latest
@@ -47,6 +52,7 @@ CREATE OR REPLACE TEMP MACRO _straggler_scores(tbl) AS TABLE
 WITH m AS (
     SELECT *,
         median(lateness_ns) OVER s AS med_late,
+        median(delay_ns) OVER s AS med_delay,
         median(compute_ns) OVER s AS med_comp_all,
         sum(compute_ns) OVER s AS sum_comp,
         count(*) OVER s AS n_ranks
@@ -83,12 +89,13 @@ f AS (
             n_units >= straggler_min_units()
             AND consistency_t >= straggler_min_t()
             AND cost_share >= straggler_min_cost_share()
-            AND excess_ns >= straggler_min_excess_ns(),
+            AND (excess_ns >= straggler_min_excess_ns()
+                 OR delay_ns - med_delay >= straggler_min_excess_ns()),
             false
         ) AS flagged
     FROM z
 )
-SELECT * EXCLUDE (med_comp),
+SELECT * EXCLUDE (med_comp, med_delay),
     CASE
         WHEN NOT flagged THEN NULL
         WHEN compute_ns IS NULL OR coalesce(med_comp, 0) = 0 THEN 'unknown'
