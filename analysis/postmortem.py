@@ -100,6 +100,8 @@ def whatif_ranking(
     base = whatif.predicted(s, idle)["step_ms"]
     rows = [{"what_if": "as measured (model)", "step_ms": base, "saving_pct": 0.0}]
     for label, (knob, how, v) in WHATIFS.items():
+        if knob in whatif.NEED_LINK and not whatif.link_fitted(s):
+            continue  # unknown, not "no saving": the export says why (export.model_note)
         value = whatif.knob_value(s, knob) * v if how == "times" else v
         step = whatif.predicted(whatif.with_knobs(s, {knob: value}), idle)["step_ms"]
         rows.append({"what_if": label, "step_ms": step, "saving_pct": 100 * (1 - step / base)})

@@ -66,7 +66,9 @@ def summary_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     r = df.iloc[0]
     out: dict[str, Any] = {
         "scope": r["scope"],
-        "aggregation": "mean over (rank, step) windows",
+        "aggregation": "mean over (rank, step) windows"
+        if r["scope"] == "steps"
+        else "mean over ranks, each rank's whole trace one window",
         "n_windows": int(r["n_rows"]),
         "step_ms": _ms(r["step_ns"]),
         "step_ms_median": _ms(r["step_median_ns"]),

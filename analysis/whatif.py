@@ -13,6 +13,8 @@ in display units (link bandwidth in GB/s); times in ms.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from analysis.model.scenario import Scenario, comm_time, vary
@@ -26,6 +28,23 @@ KNOBS: dict[str, tuple[str, float]] = {
     "compression": ("gradient compression (× fewer bytes)", 1.0),
     "n_nodes": ("nodes (ranks in the ring)", 1.0),
 }
+
+
+def link_fitted(s: Scenario) -> bool:
+    """Whether the run's fit told its link bandwidth (β): not when its collectives have one
+    message size, where bandwidth and latency cannot be told apart. Without it, no what-if on
+    the bandwidth or on the bytes sent (compression) means anything."""
+    bw = s.topology.net.bandwidth_Bps
+    return math.isfinite(bw) and bw > 0
+
+
+#: Knobs whose what-ifs need the link bandwidth fitted (`link_fitted`).
+NEED_LINK = ("link_Bps", "compression")
+#: Why such a what-if is not given, in words.
+LINK_NOT_FITTED = (
+    "link bandwidth not fitted (the run's collectives have one message size, so bandwidth and "
+    "latency cannot be told apart): no what-if on the bandwidth or the bytes sent"
+)
 
 
 def knob_value(s: Scenario, knob: str) -> float:

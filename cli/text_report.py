@@ -21,13 +21,14 @@ def _summary(s: dict, table: Table) -> str:
     if "step_ms" not in s:
         return "no timeline activity"
     share = s.get("exposed_comm_share")
+    span = "step" if s["scope"] == "steps" else "trace span"  # no step annotations: per rank
     lines = [
         f"scope: {s['scope']} ({s.get('aggregation', 'medians over ranks and steps')})",
-        f"step {s['step_ms']:.3f} ms | τ_comp {s['tau_comp_ms']:.3f} ms | "
+        f"{span} {s['step_ms']:.3f} ms | τ_comp {s['tau_comp_ms']:.3f} ms | "
         f"τ_comm {s['tau_comm_ms']:.3f} ms | overlap {s['overlap_ms']:.3f} ms",
         f"η {_f(s['eta'])} | γ {_f(s['gamma'])} | exposed comm {s['exposed_comm_ms']:.3f} ms"
         f" | idle {s['idle_ms']:.3f} ms"
-        + (f" | exposed comm is {100 * share:.1f}% of step time" if share is not None else ""),
+        + (f" | exposed comm is {100 * share:.1f}% of {span} time" if share is not None else ""),
     ]
     return "\n".join(lines)
 

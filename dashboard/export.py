@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import summary
+from analysis import summary, whatif
 from analysis.checklist import evaluate
 from analysis.diff import change_sentence
 from analysis.verdict import verdict
@@ -120,6 +120,24 @@ def diagnosis_text(report: Mapping[str, Any]) -> tuple[str, str | None]:
     if s:
         parts.append(f"Straggler analysis — {s}.")
     return " ".join(parts), None
+
+
+def model_note(report: Mapping[str, Any], whatifs: Any = None) -> str | None:
+    """What a reader of the model's figures must know first: that the fit is not calibrated
+    (its status), and that the model's what-ifs leave out the bandwidth and compression ones
+    when the link bandwidth was not fitted. None when neither applies."""
+    m = report.get("model") or {}
+    status = str(m.get("status") or "")
+    notes = []
+    if status and status != "calibrated":
+        notes.append(
+            f"Model status: {status}. Its prediction and what-ifs rest on a fit whose held-out "
+            "error is too large, or unknown, to act on."
+        )
+    labels = set(whatifs["what_if"]) if isinstance(whatifs, pd.DataFrame) else set()
+    if "as measured (model)" in labels and not labels & {"2× link bandwidth"}:
+        notes.append(f"What-ifs: {whatif.LINK_NOT_FITTED}.")
+    return " ".join(notes) or None
 
 
 def measured_vs_predicted(report: Mapping[str, Any]) -> list[dict]:
@@ -331,8 +349,10 @@ def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
         ranks = ranks.sort_values("wait_caused_ms", ascending=False, kind="stable")
         ranks = ranks.head(MAX_BARS).assign(label=lambda d: [f"rank {r}" for r in d["rank"]])
         ranks["flagged"] = ranks.get("flagged", False)
+    caveat = (report.get("stragglers") or {}).get("caveat")
     add(
-        "Wait caused per rank: how long the other ranks waited for this one at collectives "
+        (f"{caveat} " if caveat else "")
+        + "Wait caused per rank: how long the other ranks waited for this one at collectives "
         "(ms, whole run); stragglers in red"
         + (f"; the {MAX_BARS} ranks causing most of {n_ranks}." if n_ranks > MAX_BARS else "."),
         ranks if n_ranks and "wait_caused_ms" in ranks else f"{NA}: no matched collectives",
@@ -460,6 +480,8 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
         body = f"<p class='na'>{esc(build)}</p>" if isinstance(build, str) else _svg(build)
         p.append(f"<figure>{body}<figcaption>Figure {i}. {esc(caption)}</figcaption></figure>")
     p.append("<h2 id='model'>Measured and predicted</h2>")
+    if note := model_note(report, data.get("whatifs")):
+        p.append(f"<p><strong>{esc(note)}</strong></p>")
     p.append(_html_table(measured_vs_predicted(report) or f"{NA}: no model section"))
     if data.get("whatifs") is not None:
         p.append("<h3>What-ifs, best first (step time in ms, saving in %)</h3>")
@@ -567,6 +589,8 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
     ]
     for head, rows in sections:
         out += [f"## {head}", ""]
+        if head == "Measured and predicted" and (note := model_note(report, data.get("whatifs"))):
+            out += [f"**{_md(note)}**", ""]
         if head == "Stragglers":
             caveat = (report.get("stragglers") or {}).get("caveat")
             out += [f"**{_md(caveat)}**", ""] if caveat else []

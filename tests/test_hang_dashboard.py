@@ -135,7 +135,7 @@ def test_model_page_of_a_hung_run_warns_and_has_no_link_what_if(store, tmp_path,
     assert not at.exception, at.exception
     assert any(w.value.startswith("The job hung") for w in at.warning)
     assert not [s for s in at.select_slider if (s.key or "").startswith("wi_link")]
-    assert any(c.value.startswith("Link bandwidth: not fitted") for c in at.caption)
+    assert any(c.value.startswith("Link bandwidth not fitted") for c in at.caption)
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,14 @@ CREATE OR REPLACE TEMP MACRO _trusted_bw(rid, n_ranks, complete, group_size, cau
 _has_transfer(rid, n_ranks, complete, group_size) AND coalesce(causal, false)
     AND NOT coalesce(size_mismatch, false);
 
--- collective_instances_judged(rid): collective_instances(rid) with two more columns, the rules
--- above applied to each instance: has_transfer (_has_transfer: its time is a transfer, so it
--- may be drawn as one) and trusted_bw (_trusted_bw: its bandwidth means something). A hung
--- instance, which a traced rank never joined, has neither: its time is the wait until the
--- watchdog's timeout, not a transfer of its bytes.
+-- collective_instances_judged(rid): collective_instances(rid) and the rules above applied to
+-- each instance.
+--   returns   collective_instances' columns, and has_transfer (_has_transfer: its time is a
+--             transfer, so it may be drawn as one), trusted_bw (_trusted_bw: its bandwidth
+--             means something). A hung instance, which a traced rank never
+--             joined, has neither: its time is the wait until the watchdog's timeout, not a
+--             transfer of its bytes.
+-- Algorithm: the two macros applied to each row of collective_instances.
 CREATE OR REPLACE TEMP MACRO collective_instances_judged(rid) AS TABLE
 SELECT *, _has_transfer(rid, n_ranks, complete, group_size) AS has_transfer,
     _trusted_bw(rid, n_ranks, complete, group_size, causal, size_mismatch) AS trusted_bw

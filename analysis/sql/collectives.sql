@@ -313,13 +313,17 @@ JOIN _rank_domains(rid) rd ON rd.rank = a.rank;
 --             step         the instance's step (most common step of its calls; NULL: none),
 --             end_sync     the op ends together on all ranks (see collective_instances),
 --             size_mismatch  the instance's calls disagree on sizes (see collective_instances),
---             raw_ts       the arrival on the rank's own (unaligned) clock.
+--             raw_ts       the arrival on the rank's own (unaligned) clock,
+--             group_size, complete   the instance's (see collective_instances).
 -- Algorithm: a projection of _collective_rows.
 CREATE OR REPLACE TEMP MACRO collective_ranks(rid) AS TABLE
 SELECT pg_name, op, instance, match_key, ik, rank, host, ts, te, dur, bytes, wait_ns,
     lateness_ns, arrival, is_last, caused_ns, n_ranks, inst_step AS step, end_sync, size_mismatch,
-    raw_ts
+    raw_ts, group_size, _complete(n_ranks, group_size) AS complete
 FROM _collective_rows(rid);
+
+-- _complete(n_ranks, group_size): whether an instance was joined by every rank of its group.
+CREATE OR REPLACE TEMP MACRO _complete(n_ranks, group_size) AS n_ranks = group_size;
 
 -- collective_instances(rid): one row per matched instance of run `rid`.
 --   returns   pg_name, op, instance, match_key, ik (see collective_matches),
@@ -370,7 +374,7 @@ b AS (
     FROM f
 )
 SELECT pg_name, op, instance, match_key, ik, n_ranks, group_size,
-    n_ranks = group_size AS complete,
+    _complete(n_ranks, group_size) AS complete,
     inst_bytes AS bytes, first_ts AS first_start_ns, last_ts AS last_start_ns, last_rank,
     transfer_ns, min_dur AS min_dur_ns,
     last_ts - first_ts AS skew_start_ns,

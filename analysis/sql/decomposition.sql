@@ -1,5 +1,5 @@
 -- decomposition: every step of every rank split into parts that add up to it exactly.
--- requires: intervals, steps, collectives
+-- requires: intervals, steps, collectives, collective_summary
 -- Parts (ns), per (rank, step) window of steps.sql, from the rank's timeline activities and
 -- its matched collective calls:
 --   compute_only        compute with no communication running,
@@ -15,15 +15,26 @@
 -- = tau_comm - overlap (overlap.sql); idle is overlap.sql's idle; the six add up to the window.
 -- The wait of a call is the aligned [arrival, last arrival) of its instance (collectives.sql),
 -- mapped back to the rank's own clock, and cut to the call's duration; only instances that are
--- end-synchronous, seen by >= 2 ranks and without size mismatch have a wait.
+-- end-synchronous, seen by >= 2 ranks and without size mismatch have a wait. A call of an
+-- instance that a traced rank never joined (a hang: collective_summary's _has_transfer is
+-- false) is a wait from start to end: the others sat in it until the timeout, no data moved,
+-- and the last of them to arrive did not stop waiting either.
 
 -- wait_intervals(rid): the waiting part of every usable collective call of run `rid`.
 --   returns   rank, ts, dur (ns, the rank's own clock), kind = 'wait'.
--- Algorithm: [raw_ts, raw_ts + least(wait_ns, dur)) of collective_ranks rows.
+-- Algorithm: [raw_ts, raw_ts + least(wait_ns, dur)) of collective_ranks rows; the whole call
+-- for an instance without a transfer.
 CREATE OR REPLACE TEMP MACRO wait_intervals(rid) AS TABLE
-SELECT rank, raw_ts AS ts, least(wait_ns, dur) AS dur, 'wait' AS kind
-FROM collective_ranks(rid)
-WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch AND wait_ns > 0 AND dur > 0;
+WITH c AS (
+    SELECT rank, raw_ts, wait_ns, dur,
+        NOT _has_transfer(rid, n_ranks, complete, group_size) AS hung
+    FROM collective_ranks(rid)
+    WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch AND dur > 0
+)
+SELECT rank, raw_ts AS ts, CASE WHEN hung THEN dur ELSE least(wait_ns, dur) END AS dur,
+    'wait' AS kind
+FROM c
+WHERE wait_ns > 0 OR hung;
 
 -- _decomposition_rows(rid): timeline activities and wait intervals of run `rid`.
 --   returns   rank, ts, dur, kind ('compute' | 'comm' | 'memory' | 'wait').

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -134,7 +133,7 @@ base = {k: whatif.knob_value(s, k) for k in whatif.KNOBS}
 #: so that the page's figures equal the report's.
 eta_shown = round(base["eta"], 2)
 #: A link bandwidth the fit could not tell (one message size: β unknown) has no what-if.
-link_known = math.isfinite(base["link_Bps"]) and base["link_Bps"] > 0
+link_known = whatif.link_fitted(s)
 #: Widget keys are the run's: a slider set on one run must not carry over to the next.
 wk = f"{v.run}:{v.fp}"
 #: The measured run on each knob's curve: the same on every slider move.
@@ -164,20 +163,20 @@ def what_if() -> None:
         )
     else:
         knobs["link_Bps"] = base["link_Bps"]
-        b.caption(
-            "Link bandwidth: not fitted (the run's collectives have one message size, so "
-            "bandwidth and latency cannot be told apart): no what-if on it."
-        )
+        b.caption(whatif.LINK_NOT_FITTED[0].upper() + whatif.LINK_NOT_FITTED[1:] + ".")
     eta = c.slider(whatif.KNOBS["eta"][0], 0.0, 1.0, eta_shown, 0.01, key=f"wi_eta:{wk}")
     knobs["eta"] = base["eta"] if eta == eta_shown else eta
     a, b, _ = st.columns(3)
-    knobs["compression"] = a.select_slider(
-        whatif.KNOBS["compression"][0],
-        list(COMPRESSION),
-        1.0,
-        COMPRESSION.get,
-        key=f"wi_comp:{wk}",
-    )
+    if link_known:
+        knobs["compression"] = a.select_slider(
+            whatif.KNOBS["compression"][0],
+            list(COMPRESSION),
+            1.0,
+            COMPRESSION.get,
+            key=f"wi_comp:{wk}",
+        )
+    else:
+        knobs["compression"] = base["compression"]
     knobs["n_nodes"] = b.slider(
         whatif.KNOBS["n_nodes"][0], 2, max(64, 4 * int(base["n_nodes"])), int(base["n_nodes"]),
         key=f"wi_nodes:{wk}",
@@ -219,7 +218,7 @@ def what_if() -> None:
         "micro-batch, since a step of more micro-batches does more work. ◆ the measured run."
     )
     cols = st.columns(2)
-    for i, knob in enumerate(k for k in whatif.KNOBS if link_known or k != "link_Bps"):
+    for i, knob in enumerate(k for k in whatif.KNOBS if link_known or k not in whatif.NEED_LINK):
         others = tuple((k, x) for k, x in knobs.items() if k != knob)
         line = data.whatif_curve(v.path, v.run, v.fp, knob, SWEEPS[knob](base), others, idle)
         label = whatif.KNOBS[knob][0]

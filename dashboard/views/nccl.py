@@ -52,6 +52,8 @@ st.subheader("Versions and network")
 gdr = {True: "on", False: "off", None: "not seen"}[n.get("gdr")]
 tcp = (n.get("tcp_fallback") or {}).get("detected")
 nets = ", ".join(str(x.get("network")) for x in n.get("networks") or []) or "none (one node)"
+if (n.get("inter_node") or {}).get("value") is False:  # the section's own answer, as the CLI's
+    nets = "none (one node)"  # a network plugin loaded on one node carries no traffic
 m1, m2, m3, m4 = st.columns(4)  # one row across the page: values are never cut short
 m1.metric("NCCL", ", ".join(n.get("versions") or []) or "not logged")
 m2.metric("Inter-node network", nets)

@@ -119,6 +119,8 @@ if rep.get("available"):
     )
 
 items = list(HEADLINE.items())
+if s.get("scope") == "whole trace":  # no ProfilerStep annotations: one window per rank
+    items[0] = ("step_ms", ("Trace span", fmt_ms, "each rank's whole trace, mean over ranks"))
 st.subheader("Measured")
 for row in (items[:4], items[4:]):
     for col, (key, (label, fmt, help_)) in zip(st.columns(4), row, strict=False):
@@ -135,6 +137,13 @@ if predicted and predicted.get("verdict"):
     st.markdown(
         f"**Predicted** (α-β model): {md(predicted['verdict'])} — {md(predicted['reason'])}"
     )
+    status = str(model.get("status") or "") if isinstance(model, dict) else ""
+    if status and status != "calibrated":
+        st.warning(
+            f"Model status: {md(status)}. Its prediction rests on a fit whose held-out error is "
+            "too large, or unknown, to act on (see the Model page).",
+            icon=":material/warning:",
+        )
     if predicted.get("not_modelled"):
         st.caption(
             "Gradient sync only: leaves out "

@@ -29,7 +29,9 @@ if done:
 with st.form("upload", clear_on_submit=False):
     st.markdown(
         "Drop all files of one run at once: a Kineto trace per rank (`.json`, `.json.gz`), "
-        "Nsight Systems SQLite exports, NCCL_DEBUG logs. Formats are recognised by content."
+        "Nsight Systems SQLite exports, NCCL_DEBUG logs (nccl-tests output too), PyTorch "
+        "Flight Recorder dumps of a job that hung (one per rank, JSON or pickle). Formats are "
+        "recognised by content."
     )
     gen = st.session_state.get(GEN_KEY, 0)
     name = st.text_input("Run name", key=f"upload_name_{gen}", placeholder="e.g. llama-8n-fix")
