@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,10 +152,32 @@ def head(path: str | Path, n: int = 65536) -> bytes:
         raise IngestError(p, f"corrupt gzip data ({e})") from e
 
 
+#: Bytes a file may hold beyond the size it reports when hashed (a log still being appended).
+GROWTH_ALLOWED = 64 << 20
+
+
 def sha256_of(path: Path) -> str:
-    """Hex sha256 of the file's bytes as stored on disk."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
+    """Hex sha256 of the file's bytes as stored on disk. A FIFO, a device or anything but a
+    regular file is refused before it is opened (opening a FIFO waits for a writer; /dev/zero
+    never ends), and so is a file that yields far more than the size it reports (/proc files
+    report 0 bytes): IngestError, in bounded time."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise IngestError(p, f"cannot read file ({e.strerror})") from e
+    if not stat.S_ISREG(st.st_mode):
+        raise IngestError(p, "not a regular file (a FIFO, a device or a socket): nothing to read")
+    limit = st.st_size + GROWTH_ALLOWED
+    h, n = hashlib.sha256(), 0
+    with open(p, "rb") as f:
         while chunk := f.read(1 << 22):
+            n += len(chunk)
+            if n > limit:
+                raise IngestError(
+                    p,
+                    f"holds more than the {st.st_size:,} bytes it reports (a /proc or device "
+                    "file, or one still being written): not read",
+                )
             h.update(chunk)
     return h.hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 
 import duckdb
@@ -46,8 +47,13 @@ def make_broken_json(p):
         f.write('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "a"')
 
 
+def make_fifo(p):
+    os.mkfifo(p)  # opening it would wait for a writer forever
+
+
 CASES = [
     ("empty.json", make_empty, "file is empty"),
+    ("fifo_rank1.json", make_fifo, "not a regular file"),
     ("truncated.json.gz", make_truncated_gzip, "truncated gzip"),
     ("binary.json", make_not_json, "unrecognised format"),
     ("other.json", make_json_not_trace, "no 'traceEvents' array"),

@@ -123,9 +123,12 @@ def test_malicious_pickle_fails_the_ingest_and_stores_nothing(tmp_path):
 
 
 def test_safe_pickle_builds_plain_values():
-    value = {"a": [1, 2.5, None, True, -(2**70)], "b": ("x", "é"), "c": {}}
+    value = {"a": [1, 2.5, None, True, -(2**63) + 1, 2**63 - 1], "b": ("x", "é"), "c": {}}
     for proto in range(6):
         assert safe_pickle.loads(pickle.dumps(value, protocol=proto)) == value
+        # beyond 64 bits: keys k * (2**61 - 1) all hash alike, a quadratic dict (a hash flood)
+        with pytest.raises(safe_pickle.UnsafePickle, match="an integer of 71 bits"):
+            safe_pickle.loads(pickle.dumps({"a": -(2**70)}, protocol=proto))
     # bytes and sets have opcodes of their own from protocol 4 (before, they name a global)
     more = {"b": b"y", "c": {3}, "d": frozenset({4})}
     assert safe_pickle.loads(pickle.dumps(more, protocol=4)) == more

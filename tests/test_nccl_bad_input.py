@@ -140,3 +140,33 @@ def test_damaged_lines_are_counted_not_fatal(tmp_path):
     assert d["recognised"] + d["unknown"] == d["nccl"]
     kinds = parsed.tables["nccl_unknown"].column("kind").to_pylist()
     assert kinds.count("damaged") == d["damaged"]
+
+
+RING = b"host1:123:456 [0] NCCL INFO Channel 00/02 :    0   1   2   3\n"
+
+
+def test_a_gzip_bomb_of_one_repeated_line_is_refused_before_it_is_parsed(tmp_path):
+    """Two gzip members of 256 MB of one ring line each (1.5 MB on disk, over the 100x + 64 MB
+    allowance): the inflated size is checked on a pass that only inflates. The log used to be
+    parsed while inflated: 45 s and 1.46 GB for this file, minutes and 8.5 GB (rising) for one
+    of 40 members, before the limit was reached."""
+    member = gzip.compress(RING * ((256 << 20) // len(RING)), 6)
+    p = tmp_path / "bomb.log.gz"
+    p.write_bytes(member * 2)
+    with pytest.raises(IngestError, match="a gzip bomb"):
+        parse(p)
+
+
+def test_topology_lines_without_a_communicator_are_stored_not_held(tmp_path):
+    """Ring lines wait for the communicator being initialised on their (process, device); a log
+    of ring lines and no init held every one of them in memory. Past MAX_PENDING they are
+    stored without a communicator: all of them, each once."""
+    from ingest.formats.nccl_log.parser import MAX_PENDING
+
+    n = MAX_PENDING + 10
+    p = tmp_path / "rings.log"
+    p.write_bytes(RING * n)
+    channels = parse(p).tables["nccl_channels"]
+    assert channels.num_rows == n
+    assert sorted(channels.column("line_no").to_pylist()) == list(range(1, n + 1))
+    assert set(channels.column("comm").to_pylist()) == {None}

@@ -215,3 +215,14 @@ def test_wrong_values_need_attention():
     bad = _item(_report([_t(), _t(table_no=2, wrong_values=12)]), "nccl_tests")
     assert bad["status"] == checklist.ATTENTION
     assert "1 of 2 nccl-tests table(s)" in bad["evidence"] and "12 value(s)" in bad["evidence"]
+
+
+def test_crafted_device_lines_are_read_in_linear_time(tmp_path):
+    """2,000 lines `# Rank 0 x device 1 [x] a<4,060 blanks>b` took 204 s when device lines were
+    read with a backtracking expression; here 300 of them (about 20 s the old way)."""
+    line = "# Rank 0 x device 1 [x] a" + " " * 4060 + "b\n"
+    text = "host:1:1 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\n#  Using devices\n" + line * 300
+    text += HEADER.split("\n", 7)[-1]  # the table header after the devices
+    text += "           8             2     float     sum      -1    10.00    0.00    0.00      0    11.00    0.00    0.00      0\n"  # noqa: E501
+    (row,) = _parse(tmp_path, text)
+    assert row["n_ranks"] == 300 and row["gpu"] == "a" + " " * 4060 + "b"

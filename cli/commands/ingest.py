@@ -29,7 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_db(p)
     p.add_argument("--run", help="run name (default: name of the first path)")
     p.add_argument("--notes", help="free-text notes stored with the run")
-    p.add_argument("--rank", type=int, help="rank of a single file that does not say its rank")
+    p.add_argument(
+        "--rank", type=rank_number, help="rank of a single file that does not say its rank"
+    )
     p.add_argument(
         "--comm-regex",
         action="append",
@@ -93,6 +95,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 #: Largest --max-file-size accepted, in GB (beyond any file a machine could hold in memory).
 MAX_GB = 1e6
+
+
+#: The largest rank the store holds (its rank columns are 32-bit).
+RANK_MAX = (1 << 31) - 1
+
+
+def rank_number(text: str) -> int:
+    """--rank: a whole number from 0 to RANK_MAX."""
+    v = number(text, lambda v: v == int(v) and 0 <= v <= RANK_MAX, f"a rank, 0 to {RANK_MAX:,}")
+    return int(v)
 
 
 def gigabytes(text: str) -> float:

@@ -61,14 +61,19 @@ SCHEMAS: dict[str, pa.Schema] = {
 _REQUIRED = ("record_id", "process_group", "collective_seq_id", "profiling_name", "state")
 
 
+#: Keys of a Kineto trace's top level (its `traceEvents` can come after the sniffed head when
+#: its distributedInfo lists many process groups).
+_KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"')
+
+
 def sniff(path: Path, head_bytes: bytes) -> bool:
     """A Flight Recorder dump: a pickle (protocol 2+) whose first keys name `entries` or
     `pg_config`, or a JSON object with an `entries` list of collective records."""
     h = head_bytes.lstrip()
     if h[:1] == PICKLE_PROTO:
         return b"pg_config" in h[:4096] or b"entries" in h[:4096]
-    if h[:1] != b"{" or b'"traceEvents"' in h:
-        return False
+    if h[:1] != b"{" or any(k in h for k in _KINETO_KEYS):
+        return False  # a Kineto trace names pg_config too, inside its distributedInfo
     return b'"pg_config"' in h or (b'"entries"' in h and b'"collective_seq_id"' in h)
 
 
@@ -244,9 +249,9 @@ def _group_ranks(path: Path, key: str, ranks: Any) -> list[int]:
     try:
         value = json.loads(ranks) if isinstance(ranks, str) else ranks
         out = [int(r) for r in value]
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:  # 1e400, [[[[...]]]]
         what = (_str(ranks) or type(ranks).__name__)[:40]
-        raise IngestError(path, f"pg_config[{key!r}]: ranks {what!r} not a list") from e
+        raise IngestError(path, f"pg_config[{key!r}]: ranks {what!r}: not a list of ranks") from e
     if not all(0 <= r <= RANK_MAX for r in out):
         raise IngestError(path, f"pg_config[{key!r}]: a rank outside 0..{RANK_MAX}")
     return out

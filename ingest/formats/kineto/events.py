@@ -34,7 +34,9 @@ PIECE = 2 << 20  # bytes of JSON decoded at a time on the fast path (at least)
 MAX_PIECES = 1000  # larger pieces beyond this, so that two processes can share them
 BATCH = 16384  # events decoded at a time on the careful path
 _CUT = re.compile(rb"\}\s*,\s*\{")
-_SPACE = re.compile(rb"\s*")
+#: A UTF-8 byte-order mark, which some editors and Windows tools write before JSON: skipped.
+BOM = b"\xef\xbb\xbf"
+_SPACE = re.compile(rb"(?:\xef\xbb\xbf)?\s*")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -208,7 +210,8 @@ class Trace:
             yield events
 
     def _raw_events(self) -> list[msgspec.Raw]:
-        data, path = self._data, self.path
+        path = self.path
+        data = memoryview(self._data)[len(BOM) :] if self._data[:3] == BOM else self._data
         k = _skip_space(data)
         first = data[k : k + 1]
         try:
@@ -232,7 +235,7 @@ class Trace:
         return raws
 
 
-def _skip_space(data: bytes | bytearray | mmap.mmap) -> int:
+def _skip_space(data: bytes | bytearray | mmap.mmap | memoryview) -> int:
     """Offset of the first non-whitespace byte."""
     m = _SPACE.match(data)
     return m.end() if m else 0
@@ -253,4 +256,4 @@ def _find_events(data: bytes | bytearray | mmap.mmap) -> tuple[bytes, int, bool]
     m = _EVENTS_KEY.match(data, k) if k > 0 else None
     if m is None:
         return None
-    return bytes(data[:k]) + b'"traceEvents":[]}', m.end(), False
+    return bytes(data[start:k]) + b'"traceEvents":[]}', m.end(), False

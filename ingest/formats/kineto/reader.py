@@ -50,7 +50,7 @@ DROPPED_CATS = frozenset({"python_function", "Trace"})
 
 def looks_like_kineto(head: bytes) -> bool:
     """Content sniff: a JSON object with Kineto keys, or a bare JSON array of events."""
-    h = head.lstrip()
+    h = head.removeprefix(kineto_events.BOM).lstrip()
     if h[:1] == b"[":
         return b'"ph"' in h[:4096]
     return h[:1] == b"{" and any(
@@ -702,7 +702,7 @@ def _process_groups(dist: DistInfo | None, rank: int) -> pa.Table:
         if isinstance(ranks, str):
             try:
                 ranks = json.loads(ranks)
-            except ValueError:
+            except (ValueError, RecursionError):  # not a list as text, or nested past reason
                 ranks = None
         rows["rank"].append(rank)
         rows["pg_name"].append(None if pg.pg_name is None else str(pg.pg_name))

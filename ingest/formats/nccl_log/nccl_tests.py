@@ -30,8 +30,6 @@ _HEADER = re.compile(
     r"^#\s+size\s+count\s+type\s+(?P<redop>redop\s+)?(?P<root>root\s+)?time\s+algbw\s+busbw\s+"
     r"(?P<check>#wrong|error)"
 )
-_TEST = re.compile(r"\b(?P<name>[a-z][a-z_]*?)_perf\b")
-_DEVICE = re.compile(r"^#\s+Rank\s+\d+\s.*\bdevice\s+\d+\s+\[[^\]]*\]\s+(?P<gpu>.+?)\s*$")
 #: Lines that start a test's header (the device list follows; some builds omit `Using devices`).
 _USING = re.compile(r"^#\s+(?:Using devices|nThread\s)")
 _OOB = re.compile(r"# Out of bounds values\s*:\s*(?P<n>\d+)")
@@ -78,11 +76,11 @@ class TestTables:
             )
         elif _USING.match(comment):
             self.ranks, self.gpu = 0, None
-        elif m := _DEVICE.match(comment):
+        elif (gpu := _device_gpu(comment)) is not None:
             self.ranks += 1
-            self.gpu = self.gpu or m["gpu"]
-        elif self.head is None and "concluded" not in text and (m := _TEST.search(text)):
-            self.test = m["name"]
+            self.gpu = self.gpu or gpu or None
+        elif self.head is None and "concluded" not in text and (name := _test_name(text)):
+            self.test = name
 
     def _piece(self, line_no: int, text: str) -> bool:
         """A row's head or figures at the start of `text`; False when the line has neither."""
@@ -134,3 +132,40 @@ class TestTables:
                 r.update(summary)
         if "avg_busbw" in summary:
             self.head, self.test, self.ranks, self.gpu = None, None, 0, None
+
+
+# Device lines and test names are read with string operations: a regular expression with two
+# open-ended parts (`.+?\s*$`) backtracks quadratically on a crafted 4 KB line.
+
+
+def _device_gpu(comment: str) -> str | None:
+    """The GPU of a `#  Rank  3 Group  0 Pid  64904 on  mew0 device  1 [0000:65:00] NVIDIA A100
+    80GB PCIe` line (text after the bracket following `device`; "" when none), or None when the
+    line is no device line."""
+    words = comment.split(maxsplit=3)
+    if len(words) < 3 or words[0] != "#" or words[1] != "Rank" or not words[2].isdigit():
+        return None
+    at = comment.find(" device ")
+    close = comment.find("]", at) if at >= 0 else -1
+    return None if close < 0 else comment[close + 1 :].strip()
+
+
+def _test_name(text: str) -> str | None:
+    """`all_reduce` of the first `all_reduce_perf` in `text` (a word of lowercase letters and
+    underscores ending in `_perf`), or None."""
+    at = text.find("_perf")
+    while at >= 0:
+        end = at + len("_perf")
+        if end == len(text) or not (text[end].isalnum() or text[end] == "_"):
+            start = at
+            while start > 0 and (text[start - 1] in _NAME_CHARS):
+                start -= 1
+            name = text[start:at]
+            if name[:1].isalpha() and (start == 0 or not text[start - 1].isalnum()):
+                return name
+            return None  # one candidate per line: a later one would walk the same run again
+        at = text.find("_perf", end)
+    return None
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")

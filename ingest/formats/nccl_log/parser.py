@@ -58,6 +58,10 @@ HEAD_CACHE = 4096
 _OP = re.compile(r"(?:[A-Za-z]+:)?")
 #: Threads parsing COLL chunks (and chunks in flight at most).
 WORKERS = 2
+#: Topology rows a (process, device) may hold while waiting for its communicator to be named;
+#: beyond, they are stored without one. A real init holds hundreds (rings of a 4,096-rank job:
+#: one line per channel); a log of one repeated ring line and no init held them all in memory.
+MAX_PENDING = 1 << 16
 #: Characters of an unknown line kept.
 MAX_TEXT = TEXT_CUT
 #: A line longer than this is not read (counted as kind `too_long`): NCCL's longest lines, the
@@ -463,7 +467,10 @@ class LogParser:
         dict, table `@comm`)."""
         comm = self.open.get(key) or (self.last.get(key) if key in self.started else None)
         if comm is None:
-            self.pending.setdefault(key, []).append((table, row))
+            waiting = self.pending.setdefault(key, [])
+            waiting.append((table, row))
+            if len(waiting) >= MAX_PENDING:  # no communicator is coming: store them without
+                self._resolve(key, None)
         else:
             self._place(key[0], comm, table, row)
 

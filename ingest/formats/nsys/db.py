@@ -60,6 +60,22 @@ class Export:
                 "SQLite database, but not an Nsight Systems export (no StringIds, "
                 f"META_DATA_EXPORT or CUPTI_ACTIVITY_KIND_* tables; tables: {listed})",
             )
+        if generated := self._generated_columns():
+            self.close()
+            raise IngestError(
+                shown,
+                f"SQLite database with computed (generated) columns ({', '.join(generated[:3])}): "
+                "nsys never writes them, and one can make every read of a row take unbounded time "
+                "or memory; refused",
+            )
+
+    def _generated_columns(self) -> list[str]:
+        """`table.column` of every generated column (PRAGMA table_xinfo: hidden 2 or 3)."""
+        out = []
+        for t in sorted(self.tables):
+            rows = self.rows(f'PRAGMA table_xinfo("{t}")')
+            out += [f"{t}.{r[1]}" for r in rows if r[6] in (2, 3)]
+        return out
 
     def is_nsys(self) -> bool:
         """True when the tables are those of an nsys export."""
