@@ -147,9 +147,12 @@ def head(path: str | Path, n: int = 65536) -> bytes:
         return raw
     d = zlib.decompressobj(wbits=47)
     try:
-        return d.decompress(raw, n)
+        out = d.decompress(raw, n)
     except ZLIB_ERROR as e:
         raise IngestError(p, f"corrupt gzip data ({e})") from e
+    if not out and not d.eof:  # the gzip header and nothing after it: not an empty file
+        raise IngestError(p, "truncated gzip (the file ends before any of its content)")
+    return out
 
 
 #: Bytes a file may hold beyond the size it reports when hashed (a log still being appended).

@@ -47,6 +47,10 @@ def make_broken_json(p):
         f.write('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "a"')
 
 
+def make_gzip_header_only(p):
+    p.write_bytes(GOOD[0].read_bytes()[:10])  # was reported as "file is empty"
+
+
 def make_fifo(p):
     os.mkfifo(p)  # opening it would wait for a writer forever
 
@@ -54,6 +58,7 @@ def make_fifo(p):
 CASES = [
     ("empty.json", make_empty, "file is empty"),
     ("fifo_rank1.json", make_fifo, "not a regular file"),
+    ("header_rank1.json.gz", make_gzip_header_only, "truncated gzip"),
     ("truncated.json.gz", make_truncated_gzip, "truncated gzip"),
     ("binary.json", make_not_json, "unrecognised format"),
     ("other.json", make_json_not_trace, "no 'traceEvents' array"),
