@@ -14,7 +14,7 @@ from typing import Any
 
 from analysis import units
 from analysis.model.step import mostly_waiting
-from analysis.nccl import gdr_off_matters
+from analysis.nccl import gdr_off_matters, test_name
 from analysis.policy import INTERMITTENT_COST_SHARE, INTERMITTENT_SHARE
 from analysis.stopped import HUNG_FIGURES, figures_hold_the_hang, stragglers_caveat
 from analysis.stragglers import late_not_compute
@@ -453,7 +453,8 @@ def _tested_peak(report: Mapping[str, Any], op: str) -> dict | None:
 
 
 def _test_name(t: Mapping[str, Any]) -> str:
-    return f"{t['test']}_perf" if t.get("test") else f"nccl-tests ({t.get('op') or 'op unknown'})"
+    """nccl.test_name, with the collective when the table does not name its program."""
+    return test_name(t) + ("" if t.get("test") else f" ({t.get('op') or 'op unknown'})")
 
 
 def _test_evidence(t: Mapping[str, Any]) -> dict:

@@ -96,6 +96,11 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None)
     return None if row is None else row[0]
 
 
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the store has table `name` (stores made before a table existed lack it)."""
+    return bool(scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]))
+
+
 def has_macro(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the connection defines the macro `name` (its module loaded: `load_modules`)."""
     return name in defined_macros(con, [name])

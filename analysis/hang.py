@@ -27,8 +27,7 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict[s
 
 def has_fr_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """True when the store has the fr_* tables (stores made before them do not)."""
-    sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'fr_entries'"
-    return bool(db.scalar(con, sql))
+    return db.has_table(con, "fr_entries")
 
 
 def ranks_text(ranks: list[int]) -> str:

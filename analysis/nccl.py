@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from analysis import units
-from analysis.db import scalar
+from analysis.db import has_table, scalar
 
 UPLOAD_HINT = (
     "no NCCL log in this run: ingest the job's stdout/stderr (one file per process, or all "
@@ -71,14 +71,14 @@ def _where(con: duckdb.DuckDBPyConnection, file_id: int | None, line: int | None
 
 def has_nccl_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """True when the store has the nccl_* tables (stores made before they existed do not)."""
-    return bool(scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'nccl_files'"))
+    return has_table(con, "nccl_files")
 
 
 def _tests(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict[str, Any]]:
     """The nccl-tests tables of the run's logs (`nccl_test_tables`), each with where it starts
     and its bus bandwidth per message size (`curve`); none in a store made before they were
     read."""
-    if not scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [TESTS]):
+    if not has_table(con, TESTS):
         return []
     curves: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for f, t, size, bw in con.execute(
@@ -95,11 +95,16 @@ def _tests(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict[str, Any]]:
     return out
 
 
+def test_name(t: Mapping[str, Any]) -> str:
+    """The program an nccl-tests table came from (`all_reduce_perf`), or "nccl-tests"."""
+    return f"{t['test']}_perf" if t.get("test") else "nccl-tests"
+
+
 def test_sentence(t: Mapping[str, Any]) -> str | None:
     """What one nccl-tests table says, in a sentence (None: it has no figures)."""
     if t["peak_busbw_gbs"] is None:
         return None
-    name = f"{t['test']}_perf" if t["test"] else "nccl-tests"
+    name = test_name(t)
     op = "" if t["test"] or not t["op"] else f" ({t['op']}, from its bus/algorithm bandwidth)"
     who = ", ".join(
         x for x in (f"{t['n_ranks']} ranks" if t["n_ranks"] else "", t["gpu"] or "") if x

@@ -51,11 +51,6 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    q = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
-    return db.scalar(con, q, [name]) > 0
-
-
 def topology_facts(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     """n_ranks, n_nodes, gpus_per_node, gpu, topology_source: from the ranks' hosts when every
     rank was traced, else from NCCL's communicator lines (nNodes, localRanks of the largest
@@ -72,7 +67,7 @@ def topology_facts(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     facts.update(gpu=gpu, topology_source=None)
     if n_hosts and n_ranks >= (world or 0):
         facts.update(n_nodes=n_hosts, gpus_per_node=per_host, topology_source="trace hosts")
-    elif _has_table(con, "nccl_communicators"):
+    elif db.has_table(con, "nccl_communicators"):
         row = con.execute(
             "SELECT nranks, n_nodes, local_ranks FROM nccl_communicators"
             " WHERE run_id = ? AND n_nodes IS NOT NULL ORDER BY nranks DESC LIMIT 1",
@@ -333,7 +328,7 @@ def protocol_labels(con: duckdb.DuckDBPyConnection, rid: int, df: pd.DataFrame) 
             if len(g) == 1 and g["protocol"].notna().all():
                 label = f"{g['algo'].iloc[0] or '?'}/{g['protocol'].iloc[0]}"
                 out[df["op"] == op] = label
-    if db.has_macro(con, "nccl_algorithm_choices") and _has_table(con, "nccl_tuning"):
+    if db.has_macro(con, "nccl_algorithm_choices") and db.has_table(con, "nccl_tuning"):
         c = con.execute("SELECT * FROM nccl_algorithm_choices(?)", [rid]).df()
         c = c[c["func"].isin(list(_NCCL_FUNCS))].sort_values("choices", ascending=False)
         for r in c.itertuples():
