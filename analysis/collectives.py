@@ -48,6 +48,21 @@ def collective_problems(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFram
     return _query(con, "collective_problems", rid)
 
 
+def matching_sentence(m: dict) -> str:
+    """The report's `collectives.matching` in words. Calls matched by their order within each
+    op (no sequence numbers) cannot show an op mismatch: a rank that called another op leaves
+    its instance incomplete instead, so the count is "not checked" then, not 0."""
+    checked = m.get("op_mismatch_checked")
+    if checked is None or checked:  # (a report from before the key: as it was)
+        ops = f"op mismatch {m.get('op_mismatch', 0)}"
+    else:
+        ops = "op mismatch not checked (no sequence numbers: calls matched by order per op)"
+    return (
+        f"{m.get('instances', 0)} instances matched across ranks {m.get('by_key', {})}; "
+        f"incomplete {m.get('incomplete', 0)}, size mismatch {m.get('size_mismatch', 0)}, {ops}"
+    )
+
+
 def _jsonable(df: pd.DataFrame) -> list[dict]:
     """Records with NaN → None and numpy scalars → Python."""
     return json.loads(df.to_json(orient="records", double_precision=15))
@@ -86,6 +101,8 @@ def collectives_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
             "instances": sum(n for _, n in keys),
             "by_key": {k: n for k, n in sorted(keys)},
             **{p: int(counts.get(p, 0)) for p in ("incomplete", "size_mismatch", "op_mismatch")},
+            # an op mismatch shows only under a sequence key: `order` counts calls per op
+            "op_mismatch_checked": sum(n for k, n in keys if k != "order"),
         },
         "clock": {**_ms([clock_check(con, rid)])[0], "domains": offsets},
     }

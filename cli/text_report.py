@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.checklist import ordered
+from analysis.collectives import matching_sentence
 from dashboard.hang_text import render_hang
 from dashboard.nccl_text import render_nccl
 
@@ -95,8 +96,7 @@ def _collectives(c: dict, table: Table) -> str:
     return "\n".join(
         [
             table(pd.DataFrame([{x: o[x] for x in cols} for o in c["ops"]])),
-            f"matched {m['instances']} instances {m['by_key']}; incomplete {m['incomplete']},"
-            f" size mismatch {m['size_mismatch']}, op mismatch {m['op_mismatch']}",
+            matching_sentence(m),
             f"clocks: {k['n_domains']} domain(s), largest offset {_f(k['max_abs_offset_ms'])} ms,"
             f" median end skew {_f(k['skew_end_ms_median'])} ms, {k['n_violations']} of"
             f" {k['n_checked']} instances end before their last arrival",

@@ -344,3 +344,19 @@ def test_op_bandwidth_only_from_trusted_instances(con, case, calls, expected):
     n, busbw, size = expected
     assert (ar["n_bandwidth"], ar["bytes_median"]) == (n, size)
     assert ar["busbw_GBps_median"] == (None if busbw is None else pytest.approx(busbw))
+
+
+def test_op_mismatch_counted_only_where_a_sequence_key_can_show_it(con):
+    """A rank calling another op under one seq is an op mismatch; matched by order (no seq), the
+    same fault leaves two incomplete instances and no op mismatch can be seen: "not checked"."""
+    from analysis.collectives import collectives_section, matching_sentence
+
+    load(con, [call(0, 0, 10, seq=5, src="Seq"), call(1, 0, 10, "allgather", seq=5, src="Seq")])
+    m = collectives_section(con, 1)["matching"]
+    assert (m["op_mismatch"], m["op_mismatch_checked"], m["incomplete"]) == (2, 2, 2)
+    assert "op mismatch 2" in matching_sentence(m)
+    cleared(con)
+    load(con, [call(0, 0, 10), call(1, 0, 10, "allgather")])
+    m = collectives_section(con, 1)["matching"]
+    assert (m["op_mismatch"], m["op_mismatch_checked"], m["incomplete"]) == (0, 0, 2)
+    assert "op mismatch not checked" in matching_sentence(m)

@@ -58,3 +58,22 @@ def test_the_caveat_says_what_the_figures_hold(tmp_path, name, caveat):
     if name == "fr_skip":  # rank 1 never entered it, so its trace does not end in it
         assert calls[culprit] == good
         assert "The traces of the ranks that entered the hung collective end in it" in para
+
+
+def test_a_rank_calling_another_op_is_not_reported_as_no_op_mismatch(tmp_path):
+    """fr_op: rank 1 called all_reduce where the others called all_gather (ground truth), and its
+    Kineto traces carry no sequence numbers (no `Seq` arg on any gloo op: read from the raw
+    traces), so the matching cannot see an op mismatch: "not checked", never "op mismatch 0"."""
+    from analysis.collectives import matching_sentence
+
+    run = SAMPLES / "fr_op"
+    truth = json.loads((run / "ground_truth.json").read_text())
+    assert (truth["culprit_op"], truth["expected_op"]) == ("all_reduce", "all_gather")
+    for p in run.glob("rank*.pt.trace.json.gz"):
+        assert not any("Seq" in (e.get("args") or {}) for e in events(p))
+    con = analysis_store(tmp_path / "s.duckdb", (run,))
+    rep = build_report(con, "fr_op", keep_going=False)
+    con.close()
+    m = rep["collectives"]["matching"]
+    assert m["op_mismatch_checked"] == 0 and m["incomplete"] >= 1
+    assert "op mismatch not checked" in matching_sentence(m)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis.collectives import matching_sentence
 from analysis.links import LINK_PEAKS_GBPS
 from analysis.units import NS_PER_MS
 from dashboard import charts, data, session
@@ -47,11 +48,7 @@ st.subheader("Per operation")
 if ops:
     table(pd.DataFrame(ops), key="collectives_per_op")
     m = section.get("matching") or {}
-    st.caption(
-        f"{m.get('instances', 0)} collective instances matched across ranks; incomplete "
-        f"{m.get('incomplete', 0)}, size mismatch {m.get('size_mismatch', 0)}, op mismatch "
-        f"{m.get('op_mismatch', 0)}. Times in ms, bandwidths in GB/s (10⁹ B/s)."
-    )
+    st.caption(f"Collective {matching_sentence(m)}. Times in ms, bandwidths in GB/s (10⁹ B/s).")
 else:
     missing("Per-operation collective statistics", traces_hint(v.report))
 
