@@ -80,11 +80,12 @@ def tracks(con: duckdb.DuckDBPyConnection, rid: int, step: int, ranks: list[int]
 def collectives(
     con: duckdb.DuckDBPyConnection, rid: int, step: int, ranks: list[int]
 ) -> pd.DataFrame:
-    """Collective calls of `ranks` in step `step` (collective_ranks): rank, op, instance (the
-    run-wide instance id, equal on every rank of one collective), bytes, wait_ms, start_ms,
-    end_ms."""
+    """Collective calls of `ranks` in step `step` (collective_ranks): rank, pg_name, op,
+    instance (the seq or ordinal within the process group and op, as `commwall collectives`
+    and the report number it), ik (the run-wide id of the collective, equal on every rank of
+    it), bytes, wait_ms, start_ms, end_ms."""
     df = con.execute(
-        f"SELECT rank, op, ik AS instance, bytes, wait_ns / {NS_PER_MS} AS wait_ms, ts, dur "
+        f"SELECT rank, pg_name, op, instance, ik, bytes, wait_ns / {NS_PER_MS} AS wait_ms, ts, dur "
         "FROM collective_ranks(?) WHERE step = ? AND list_contains(?, rank) ORDER BY rank, ts",
         [rid, step, ranks],
     ).df()

@@ -196,13 +196,15 @@ def timeline(
             x2=alt.X2("end_ms"),
             y=y,
             color=alt.Color("op:N", title="collective", legend=LEGEND),
-            tooltip=tips(colls, ["rank", "op", "instance", "bytes", "wait_ms", "start_ms"]),
+            tooltip=tips(
+                colls, ["rank", "pg_name", "op", "instance", "bytes", "wait_ms", "start_ms"]
+            ),
         )
     )
     links = (
         alt.Chart(colls)
         .mark_line(color="black", strokeWidth=0.8, opacity=0.7)
-        .encode(x=alt.X("start_ms:Q"), y=y, detail=alt.Detail("instance:N"))
+        .encode(x=alt.X("start_ms:Q"), y=y, detail=alt.Detail("ik:N"))
     )
     return (busy + calls + links).resolve_scale(color="independent").properties(height=height)
 

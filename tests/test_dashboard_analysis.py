@@ -9,7 +9,7 @@ from conftest import DLRM, SAMPLES, memory_store
 from dashboard_support import ingest_dir, report_of
 from nccl_log_gen import Job, make_log
 
-from analysis import checklist, db, summary, timeline
+from analysis import checklist, collectives, db, summary, timeline
 from analysis.compare import compare
 from analysis.nccl import empty_section
 from analysis.outliers import flag_outliers, robust_z
@@ -306,8 +306,12 @@ def test_collectives_are_linked_across_ranks(con):
     rid = db.run_id(con, "dlrm")
     c = timeline.collectives(con, rid, 10, [0, 7])
     assert len(c) == 16  # 5 all-to-all + 3 all-reduce per rank
-    per_instance = c.groupby("instance")["rank"].apply(sorted)
+    per_instance = c.groupby("ik")["rank"].apply(sorted)
     assert all(r == [0, 7] for r in per_instance)
+    # and numbered as `commwall collectives` numbers them: per process group and op
+    inst = collectives.collective_instances(con, rid)
+    want = {(r.pg_name, r.op, r.instance): r.ik for r in inst.itertuples()}
+    assert {(r.pg_name, r.op, r.instance): r.ik for r in c.itertuples()}.items() <= want.items()
     # rank 7 is the straggler: it waits least
     waits = c.groupby("rank")["wait_ms"].sum()
     assert waits[7] < waits[0]

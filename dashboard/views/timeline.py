@@ -68,7 +68,8 @@ def lanes(df: pd.DataFrame, kind: str | None = None) -> pd.Series:
 
 #: No collective calls (a run without steps has no per-step collective table).
 NO_CALLS = pd.DataFrame(
-    columns=["rank", "op", "instance", "bytes", "wait_ms", "start_ms", "end_ms", "lane"]
+    columns=["rank", "pg_name", "op", "instance", "ik", "bytes", "wait_ms", "start_ms", "end_ms"]
+    + ["lane"]
 )
 
 v = session.current_run()
@@ -139,4 +140,6 @@ if "unknown" in bases:
 if colls.empty:
     st.caption("No collective calls in this step.")
 else:
-    table(colls.drop(columns=["lane"]), key="timeline_collectives")
+    # instance as `commwall collectives` numbers it (per process group and op); ik, the
+    # run-wide id the chart joins on, means nothing to a reader
+    table(colls.drop(columns=["lane", "ik"]), key="timeline_collectives")
