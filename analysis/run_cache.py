@@ -55,6 +55,10 @@ ENV = "COMMWALL_CACHE"
 FORMAT = 1
 
 _MANIFEST = "manifest.json"
+#: Tables not written: a session computes them again from the tables read back, faster than
+#: they are written and read (_aligned_calls is _match_rows shifted by clock_offsets: at 1,024
+#: ranks 0.10 s to compute, 0.33 s to write as Parquet, 64 MiB).
+RECOMPUTED = frozenset({"_aligned_calls"})
 
 
 def directory(con: duckdb.DuckDBPyConnection) -> Path | None:
@@ -171,6 +175,7 @@ def save(
     computing them took at least MIN_SECONDS; True when written. Never raises: a cache that
     cannot be written is not used."""
     base = directory(con)
+    names = [n for n in names if n not in RECOMPUTED]
     if base is None or seconds < MIN_SECONDS or not names:
         return False
     tmp = base / f".tmp-{uuid.uuid4().hex}"

@@ -16,8 +16,9 @@ fails, they are computed by their macros.
 
 A session of all of CACHED whose tables took long enough to compute writes them to the run
 cache next to the store (analysis/run_cache.py), and a later session of the same run, in any
-process, reads them back instead of computing them, while the run's rows and the code are
-those they were computed from.
+process, reads them back instead of computing them (those the cache does not keep,
+run_cache.RECOMPUTED, are computed from the tables read), while the run's rows and the code
+are those they were computed from.
 
 On exit the run is taken off the lists and the tables are dropped. Sessions nest: a session of
 a run that is already cached does nothing, and sessions of different runs on one connection
@@ -102,7 +103,9 @@ def run_session(
             mine.append(name)
             _set_runs(con, name, sorted({*cached.get(name, []), rid}))
         started = time.perf_counter()
-        for name in todo if not read else []:
+        # an entry read back lacks the tables it does not keep (run_cache.RECOMPUTED): those
+        # are computed from the tables read, as any table an entry lacks
+        for name in (n for n in todo if n not in read):
             name_table = table(name, rid)
             query = f"SELECT * FROM {name}({rid})"
             if name in FROM_SWEEP:

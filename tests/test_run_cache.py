@@ -36,6 +36,10 @@ def entries(db: Path) -> list[Path]:
     return sorted(p for p in base.glob("run*") if p.is_dir()) if base.is_dir() else []
 
 
+#: The tables an entry keeps: every cached one but those computed again from them.
+KEPT = sorted(set(session.CACHED) - run_cache.RECOMPUTED)
+
+
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Every cache every session reads from: the tables each load returned."""
@@ -66,7 +70,7 @@ def test_a_real_run_read_back_gives_the_report_computed_without_the_cache(
     first = report(db, "gloo", monkeypatch)  # computes and writes the entry
     assert len(entries(db)) == 1 and loads[-1] == []
     again = report(db, "gloo", monkeypatch)  # reads it
-    assert sorted(loads[-1]) == sorted(session.CACHED)
+    assert sorted(loads[-1]) == KEPT
     assert first == uncached and again == uncached
     # the straggler the generator made (ground_truth.json) is named from the cached tables too
     truth = json.loads((GLOO / "ground_truth.json").read_text())
@@ -193,7 +197,7 @@ def test_ingest_prepares_the_run_so_that_its_first_report_reads_it(tmp_path, mon
     assert main(["ingest", *files, "--db", str(db), "--run", "g", "--quiet"]) == 0
     assert len(entries(db)) == 1 and loads == [[]]  # computed once, by the ingest, and kept
     report(db, "g", monkeypatch)
-    assert sorted(loads[-1]) == sorted(session.CACHED)  # the first report reads them back
+    assert sorted(loads[-1]) == KEPT  # the first report reads them back
     assert main(["ingest", *files, "--db", str(tmp_path / "n.duckdb"), "--no-prepare"]) == 0
     assert entries(tmp_path / "n.duckdb") == [] and len(loads) == 2  # not even computed
 
@@ -227,7 +231,7 @@ def test_a_writer_killed_midway_leaves_nothing_that_lasts(generated, monkeypatch
     assert len(entries(generated)) == 1 and report(generated, "a", monkeypatch) == report(
         generated, "a", monkeypatch, cache=False
     )
-    assert sorted(loads[-2]) == sorted(session.CACHED)  # the half-written ones were not read
+    assert sorted(loads[-2]) == KEPT  # the half-written ones were not read
 
 
 def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
@@ -240,7 +244,7 @@ def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
     argv = ["ingest", *files, "--db", str(db), "--run", "g", "--quiet"]
     assert main([*argv, "--dataset", str(tmp_path / "shards")]) == 0
     assert report(db, "g", monkeypatch) == report(db, "g", monkeypatch, cache=False)
-    assert sorted(loads[1]) == sorted(session.CACHED)  # the report read what the ingest kept
+    assert sorted(loads[1]) == KEPT  # the report read what the ingest kept
     with store.connect(db) as con:
         assert con.execute("SELECT count(*) FROM shards").fetchone()[0] > 0
         before = run_cache.fingerprint(load_modules(con), 1)
