@@ -33,6 +33,15 @@ def make_json_not_trace(p):
     p.write_text(json.dumps({"hello": "world", "schemaVersion": 1}))
 
 
+def make_json_array_not_trace(p):
+    p.write_text(json.dumps([{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}]))  # a metrics log
+
+
+def make_tagged_text(p):
+    # Open MPI's --tag-output in front of a line that is no NCCL line: read as a log, and said so
+    p.write_text("[1,3]<stdout>:epoch 1 loss 0.5\n[1,3]<stdout>:epoch 2 loss 0.4\n")
+
+
 def make_no_events(p):
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": []}))
 
@@ -62,6 +71,9 @@ CASES = [
     ("truncated.json.gz", make_truncated_gzip, "truncated gzip"),
     ("binary.json", make_not_json, "unrecognised format"),
     ("other.json", make_json_not_trace, "no 'traceEvents' array"),
+    # a JSON array used to be taken for a text log: "no NCCL log lines found"
+    ("metrics.json", make_json_array_not_trace, "JSON but not a recognised trace"),
+    ("tagged.log", make_tagged_text, "no NCCL log lines found"),
     ("noevents.json", make_no_events, "no complete ('X') events"),
     ("types_rank1.json", make_wrong_types, "traceEvents[0].ts"),
     ("broken_rank1.json.gz", make_broken_json, "not valid JSON"),

@@ -6,6 +6,7 @@ docs/nccl_logs.md for what is read, and ingest/schema_nccl.sql for the tables.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ingest.errors import IngestError
@@ -29,10 +30,43 @@ def looks_like_text(head_bytes: bytes) -> bool:
     The sniffer deliberately claims every such file (it is the last format tried): a text
     log without any NCCL line then fails with "no NCCL log lines found", which tells the
     user what to do, rather than "unrecognised format"."""
-    if not head_bytes.strip() or head_bytes.lstrip()[:1] == b"{":
+    if not head_bytes.strip() or head_bytes.lstrip()[:1] == b"{" or json_array(head_bytes):
         return False
     controls = sum(head_bytes.count(bytes([c])) for c in (*range(0, 9), *range(14, 27)))
     return controls <= len(head_bytes) // 100
+
+
+_VALUE = json.JSONDecoder()
+
+
+def json_array(head_bytes: bytes) -> bool:
+    """Whether the head of a file is a JSON array: `[`, then whole JSON values separated by
+    commas, up to a `]` followed by nothing but white space, or up to a comma where the head
+    ends inside a value. A log whose lines start with a launcher's tag (`[default0]:`, Open
+    MPI's `[1,3]<stdout>:`, `[3] host:...`) is not one."""
+    text = head_bytes.decode("utf-8", "ignore").lstrip("\ufeff \t\r\n")
+    if text[:1] != "[":
+        return False
+    i, values = 1, 0
+    while True:
+        while text[i : i + 1].isspace():
+            i += 1
+        if text[i : i + 1] == "]" and values == 0:
+            return not text[i + 1 :].strip()
+        try:
+            _, i = _VALUE.raw_decode(text, i)
+        except ValueError:  # not JSON, or the head ends inside this value
+            return values > 0 and i >= len(text) - (1 << 15)
+        except RecursionError:
+            return True
+        values += 1
+        while text[i : i + 1].isspace():
+            i += 1
+        if text[i : i + 1] == "]":
+            return not text[i + 1 :].strip()
+        if text[i : i + 1] != ",":
+            return False
+        i += 1
 
 
 def parse(path: str | Path, opts: ParseOptions | None = None) -> Parsed:
