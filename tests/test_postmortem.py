@@ -180,3 +180,44 @@ def test_a_document_of_many_ranks_draws_blocks_the_top_ranks_and_the_stragglers_
     figs = re.findall(r"<figure>(.*?)</figure>", page, re.S)
     decomposition = next(f for f in figs if "Where each rank" in f)
     assert ">0–1<" in decomposition and ">94–95<" in decomposition and ">50<" not in decomposition
+
+
+#: An A4 page's width inside the document's print margins (@page: 14 mm), in CSS pixels.
+A4_CONTENT_PX = (210 - 2 * 14) / 25.4 * 96
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium")
+@pytest.mark.parametrize("which", ["compute", "diff"])
+def test_every_table_fits_the_printed_page(docs, which, tmp_path):
+    """Laid out for print at an A4 page's width, no table runs past the page: the before/after
+    step-time table used to, and Chromium then printed the whole document shrunk and that
+    table's last columns cut off (the right-margin check above does not see a cut, since
+    Chromium clips at the margin). Numbers stay whole."""
+    from playwright.sync_api import sync_playwright
+
+    src = tmp_path / "doc.html"
+    src.write_text(docs[which], encoding="utf-8")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            pg = b.new_page(viewport={"width": round(A4_CONTENT_PX), "height": 1000})
+            pg.emulate_media(media="print")
+            pg.goto(src.as_uri())
+            widths = pg.evaluate(
+                "() => [document.documentElement.clientWidth, "
+                "...[...document.querySelectorAll('table')].map("
+                "t => [t.querySelector('th').textContent, t.getBoundingClientRect().right])]"
+            )
+            numbers = pg.evaluate(
+                "() => [...document.querySelectorAll('td:not(.l)')].filter("
+                "td => td.getClientRects().length > 1 || td.scrollWidth > td.clientWidth + 1"
+                ").map(td => td.textContent)"
+            )
+        finally:
+            b.close()
+    page_width, *tables = widths
+    assert len(tables) >= 5
+    over = [(head, round(right)) for head, right in tables if right > page_width + 0.5]
+    assert not over, f"tables wider than the page ({page_width} px): {over}"
+    assert not numbers, f"numbers cut or overflowing their cells: {numbers[:5]}"
