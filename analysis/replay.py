@@ -226,18 +226,55 @@ def replay_run(
 
 
 def _compute_floors(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
-    """Operator compute per (rank, step) (operator_compute.sql): rank, step, floor_ns."""
-    return con.execute(
-        "SELECT rank, step, compute_ns AS floor_ns FROM operator_compute(?)", [rid]
+    """The serial work per (rank, step) that no what-if shortens (`serial_work`): rank, step,
+    floor_ns."""
+    work = con.execute(
+        "SELECT o.rank, o.step, o.compute_ns AS operator_ns, s.compute_ns AS busy_ns "
+        "FROM operator_compute(?) o JOIN step_overlap(?) s USING (rank, step)",
+        [rid, rid],
     ).df()
+    return serial_work(work)
+
+
+def serial_work(work: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step) of `work` (rank, step, operator_ns: operator compute, operator_compute
+    .sql; busy_ns: compute time, τ_comp of step_overlap), the work no what-if makes shorter
+    (rank, step, floor_ns): the rank's operator compute; and for a rank whose compute time over
+    the steps is at least policy.BUSY_OUTSIDE_OPERATORS times the median of the other ranks'
+    (the rule by which the diagnosis says a rank spends time outside operators), also its
+    compute outside operators beyond the other ranks' median in that step: a sleep, a lock or
+    Python work in a gradient hook runs inside the autograd node that calls the hook, in no
+    operator, and takes as long whatever the network does. The other ranks' time outside
+    operators is left out: on CPU traces it holds the engine's overhead and, on a host whose
+    ranks share cores, time a thread waited for one, which a shorter transfer may give back."""
+    out = work[["rank", "step"]].copy()
+    out["floor_ns"] = work["operator_ns"].astype("float64")
+    if work.empty:
+        return out
+    outside = (work["busy_ns"] - work["operator_ns"]).clip(lower=0).astype("float64")
+    busy = work.groupby("rank")["busy_ns"].sum()
+    if len(busy) < 2:
+        return out
+    # the other ranks' median is at least this order statistic of all ranks: only the ranks
+    # above it by the factor can pass, and only those are checked against their own others
+    least = float(np.sort(busy.to_numpy())[(len(busy) - 2) // 2])
+    for rank, own in busy[busy >= policy.BUSY_OUTSIDE_OPERATORS * least].items():
+        median = busy.drop(rank).median()
+        if median <= 0 or own < policy.BUSY_OUTSIDE_OPERATORS * median:
+            continue
+        mine = work["rank"] == rank
+        typical = outside[~mine].groupby(work.loc[~mine, "step"]).median()
+        extra = outside[mine] - work.loc[mine, "step"].map(typical).fillna(0.0).to_numpy()
+        out.loc[mine, "floor_ns"] += extra.clip(lower=0)
+    return out
 
 
 def at_least_own_compute(
     df: pd.DataFrame, floors: pd.DataFrame, fixed: tuple[int, ...] = ()
 ) -> pd.DataFrame:
-    """A what-if's replayed step per (rank, step), no shorter than the rank's own operator
-    compute in that step: no change to communication, waiting or idle time makes a rank's
-    serial work shorter. The replay can predict less where a rank computed while one of its
+    """A what-if's replayed step per (rank, step), no shorter than the rank's own serial work in
+    that step (`serial_work`): no change to communication, waiting or idle time makes it
+    shorter. The replay can predict less where a rank computed while one of its
     calls was in flight (gloo runs the call on another thread) and the shortened call takes
     that compute with it. The ranks a what-if fixes (`fixed`) change their compute: left as
     replayed."""

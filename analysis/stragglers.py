@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from analysis.policy import (
+    BUSY_OUTSIDE_OPERATORS,
     STRAGGLER_COMPUTE_FRACTION,
     STRAGGLER_MIN_COST_SHARE,
     STRAGGLER_MIN_EXCESS_NS,
@@ -101,11 +102,6 @@ def extra_work_ms(ratio: float | None, compute_ms: float | None) -> float | None
     if ratio is None or compute_ms is None or pd.isna(ratio) or pd.isna(compute_ms) or ratio <= 0:
         return None
     return compute_ms * (1 - 1 / ratio)
-
-
-#: A rank whose compute time (τ_comp) is at least this many times the median rank's while its
-#: operator work is not more spends the difference outside operators: said so beside the ratio.
-BUSY_OUTSIDE_OPERATORS = 1.5
 
 
 def late_not_compute(
