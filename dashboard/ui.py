@@ -101,6 +101,19 @@ def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     where.dataframe(df, hide_index=True, key=key)
 
 
+def prose(df: pd.DataFrame, text: str, where: Any = st) -> None:
+    """One paragraph per row of `df`: its `run` in bold, its other columns as `name: value`,
+    then its `text` column whole (a table cell would cut a paragraph to one line)."""
+    for row in df.to_dict("records"):
+        facts = [
+            f"{k}: {_as_text(v)}"
+            for k, v in row.items()
+            if k not in ("run", text) and v is not None and not pd.isna(v)
+        ]
+        head = f"**{md(row.get('run', ''))}**" + (f" ({md('; '.join(facts))})" if facts else "")
+        where.markdown(f"{head}: {md(row.get(text) or '—')}")
+
+
 #: How the Overview titles each topic of the diagnosis (analysis.diagnosis `points`).
 POINT_TITLES = {
     "hang": "Hang",

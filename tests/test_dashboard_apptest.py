@@ -406,6 +406,12 @@ def test_compare_page_tiles_deltas_and_several_runs(store, reports, tmp_path, mo
     assert md(f"changed by {mean['gloo'] - mean['dlrm']:+.3f} ms") in went
     shown_md = " ".join(texts(at.markdown))
     assert "Mann-Whitney" in " ".join(texts(at.caption)) and "gloo" in shown_md
+    # each run's diagnosis and straggler verdict is there whole, as text (a table cell cut the
+    # paragraph to its first line)
+    for r in ("dlrm", "gloo", "dlrm_nccl"):
+        assert md(reports[r]["diagnosis"]["paragraph"]) in shown_md, r
+        assert md(reports[r]["stragglers"]["verdict"]) in shown_md, r
+    assert not any("compare_diagnosis" in str(getattr(d, "key", "")) for d in at.dataframe)
 
 
 def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from analysis.diagnosis import short_verdict
 from analysis.diff import change_sentence
 from analysis.postmortem import decomposition_table
 from dashboard import data_docs, doc_charts, session
-from dashboard.ui import fmt_pct, md, plot, table
+from dashboard.ui import fmt_pct, md, plot, prose, table
 
 #: Tiles: summary key → (label, kind): ms and ratios with three decimals, shares as %.
 TILES = {
@@ -131,6 +131,9 @@ plot(
 )
 table(d["decomposition"], key="compare_decomposition_table")
 
+#: Tables of a paragraph per run (the column named), shown as text: a table cell cut it to a line.
+PROSE = {"straggler_verdicts": "verdict", "diagnosis": "paragraph"}
+
 for key, head in [
     ("collectives", "Collectives by op and message size (bytes)"),
     ("stragglers", "Stragglers per rank"),
@@ -140,4 +143,7 @@ for key, head in [
     ("diagnosis", "Diagnosis"),
 ]:
     st.subheader(head)
-    table(d[key], key=f"compare_{key}")
+    if key in PROSE:
+        prose(d[key], PROSE[key])
+    else:
+        table(d[key], key=f"compare_{key}")
