@@ -10,8 +10,11 @@ Then DuckDB's `read_json` (its own threads) on --scale files each holding the tr
 array (the array alone: DuckDB cannot read the array inside Kineto's top-level object in
 pieces; one file per copy, since DuckDB reads one array file on one thread):
 bare events, with the three args every event needs, and with the sixteen args commwall reads;
-no checks of what it reads; and what copying the arrays out into those files costs (the step
-a reader of Kineto files through DuckDB would add). Last, what importing pandas costs a fresh
+no checks of what it reads (DuckDB converts "12" to a time of 12 and true to a duration of 1,
+where the msgspec decoder refuses the file); then the same with every field of the event read
+as JSON and its JSON type returned beside its value, what checking types as the decoder does
+would need (the types of the sixteen args not even included); and what copying the arrays out
+into those files costs (the step a reader of Kineto files through DuckDB would add). Last, what importing pandas costs a fresh
 process (pyarrow imports it on its first array). Usage:
 
     python benchmarks/ingest_parts.py [--repeat 3] [--scale 10]
@@ -80,6 +83,18 @@ def read_json(con: duckdb.DuckDBPyConnection, files: list[str], args: list[str] 
     ).to_arrow_table()
 
 
+def read_json_typed(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+    """The events with each field's JSON type beside its value, for checking types."""
+    fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+    as_json = "{" + ", ".join(f"{f}: 'JSON'" for f in (*fields, "args")) + "}"
+    typed = ", ".join(f"json_type({f}) AS {f}_type, {f}->>'$' AS {f}" for f in fields)
+    con.sql(
+        f"SELECT {typed}, json_type(args) AS args_type, json_extract(args, {SIXTEEN}) AS a "
+        f"FROM read_json({files}, format = 'array', maximum_object_size = 1000000, "
+        f"columns = {as_json})"
+    ).to_arrow_table()
+
+
 def pandas_import() -> tuple[float, float]:
     """(seconds, MB of resident memory) that `import pandas` adds to a fresh process with
     numpy, pyarrow and DuckDB already imported."""
@@ -131,6 +146,8 @@ def main() -> None:
         for label, picked in (("bare events", None), ("3 args", THREE), ("16 args", SIXTEEN)):
             s = best(lambda p=picked: read_json(con, files, p), args.repeat)
             print(f"  {label:<34} {s:6.3f} s  {emb / s:6.0f} MB/s")
+        s = best(lambda: read_json_typed(con, files), args.repeat)
+        print(f"  {'16 args, field types returned':<34} {s:6.3f} s  {emb / s:6.0f} MB/s")
     s, added = pandas_import()
     print(f"import pandas after numpy, pyarrow, DuckDB: {s:.3f} s, {added:.0f} MB resident")
 
