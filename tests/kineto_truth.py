@@ -35,6 +35,18 @@ def ns(us: float) -> int:
     return round(us * 1000)
 
 
+def job_steps_ms(run: Path) -> dict[int, float]:
+    """Per ProfilerStep#N of a run's rank files (`rank*.json.gz` in `run`), the slowest rank's
+    host step (ms)."""
+    out: dict[int, float] = {}
+    for path in run.glob("rank*.json.gz"):
+        for e in events(path):
+            m = STEP.match(e.get("name", ""))
+            if m and e.get("ph") == "X":
+                out[int(m[1])] = max(out.get(int(m[1]), 0.0), e["dur"] / 1000)
+    return out
+
+
 def kind(e: dict) -> str | None:
     """comm, compute or memory for a device event; None for anything else."""
     if e.get("cat") == "kernel":

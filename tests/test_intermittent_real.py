@@ -10,6 +10,7 @@ import json
 
 import pytest
 from conftest import DATA, analysis_store
+from kineto_truth import job_steps_ms
 
 from analysis import checklist
 from analysis.report import build_report
@@ -54,22 +55,6 @@ def test_no_intermittent_straggler_without_one(tmp_path, run):
     assert item["status"] == checklist.OK, item["evidence"]
 
 
-def _job_steps(run) -> dict[int, float]:
-    """Per ProfilerStep#N, the slowest rank's host step (ms), read from the raw traces."""
-    import re
-
-    from kineto_truth import events
-
-    step = re.compile(r"^ProfilerStep#(\d+)$")
-    out: dict[int, float] = {}
-    for path in run.glob("rank*.json.gz"):
-        for e in events(path):
-            m = step.match(e.get("name", ""))
-            if m and e.get("ph") == "X":
-                out[int(m[1])] = max(out.get(int(m[1]), 0.0), e["dur"] / 1000)
-    return out
-
-
 def test_a_late_rank_that_sets_the_step_is_said_so_everywhere(reports):
     """sleep_front_2rank_r1: rank 1 sleeps 40 ms at the start of the delayed steps (its
     ground_truth.json). From the raw traces the delayed steps take ~39 ms more than the clean
@@ -80,7 +65,7 @@ def test_a_late_rank_that_sets_the_step_is_said_so_everywhere(reports):
 
     run = DATA / "gloo_alternating/sleep_front_2rank_r1"
     truth = json.loads((run / "ground_truth.json").read_text())
-    steps = _job_steps(run)
+    steps = job_steps_ms(run)
     delayed = set(truth["delayed_steps"])
     slow = statistics.median(v for s, v in steps.items() if s in delayed)
     clean = statistics.median(
