@@ -110,6 +110,26 @@ def test_a_regression_of_every_alternating_step_is_seen_when_steps_pair():
     assert j["change"] == pytest.approx(np.median(b) / np.median(a) - 1)
 
 
+def test_a_paired_change_is_over_the_steps_its_interval_is_over():
+    """20 steps in common and 4 more in the second run only (20 of 24: paired). The common
+    steps are 5 % slower pair by pair; the 4 extra ones are slow outliers that move the median
+    of all its steps to +6.9 %, outside the paired interval (+5.0 % to +5.0 %): the change said
+    beside that interval is the common steps' (+5 %), as the interval and the test are."""
+    steps = np.arange(20)
+    a = 100.0 + steps  # 100 .. 119 ms
+    b_common = a * 1.05
+    b_steps = np.concatenate([steps, np.arange(20, 24)])
+    b = np.concatenate([b_common, [200.0, 210.0, 220.0, 230.0]])
+    pairs = noise.pairs(steps, a, b_steps, b)
+    assert pairs is not None and len(pairs[0]) == 20
+    j = noise.judge(a, b, pairs)
+    assert j["paired"]
+    assert j["change"] == pytest.approx(0.05)
+    assert j["ci_low"] <= j["change"] <= j["ci_high"]
+    assert j["median_b"] == pytest.approx(np.median(b))  # the run's own median: all its steps
+    assert np.median(b) / np.median(a) - 1 > j["ci_high"]  # what it said before
+
+
 @pytest.mark.parametrize(
     ("a_steps", "b_steps"),
     [
