@@ -38,6 +38,19 @@ def test_the_intermittent_straggler_is_named(reports, run):
         assert f"but rank {truth} " in item["evidence"] and "intermittent" in item["evidence"]
 
 
+@pytest.mark.parametrize("run", RUNS, ids=[r.name for r in RUNS])
+def test_the_steps_it_is_late_in_are_flagged(reports, run):
+    """The checklist sends the user to the steps the intermittent straggler is late in (the
+    Stragglers page's per-step table): the steps the generator delayed (ground_truth.json) are
+    flagged for it there, all but at most one of the 12. On each step's own figures (8
+    instances) the consistency test used to flag it in 0 to 8 of them."""
+    truth = json.loads((run / "ground_truth.json").read_text())
+    steps = reports[run.name]["stragglers"]["steps"]
+    flagged = {s["step"] for s in steps if truth["straggler_rank"] in s["flagged"]}
+    delayed = set(truth["delayed_steps"])
+    assert len(delayed) == 12 and len(delayed & flagged) >= 11
+
+
 PAIRS = sorted(d / "baseline" for d in (DATA / "gloo_pairs").iterdir() if (d / "baseline").is_dir())
 
 
@@ -53,6 +66,10 @@ def test_no_intermittent_straggler_without_one(tmp_path, run):
     con.close()
     (item,) = [i for i in rep["checklist"] if i["key"] == "stragglers"]
     assert item["status"] == checklist.OK, item["evidence"]
+    # a step is flagged only where one rank's lateness cost the others much of it: in a run
+    # without a straggler, in fewer than half of its steps
+    steps = rep["stragglers"]["steps"]
+    assert sum(bool(s["flagged"]) for s in steps) < len(steps) / 2
 
 
 def test_a_late_rank_that_sets_the_step_is_said_so_everywhere(reports):

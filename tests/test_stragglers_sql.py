@@ -22,16 +22,17 @@ def con(store) -> duckdb.DuckDBPyConnection:
     return store
 
 
-def scores(con, rows):
+def scores(con, rows, level="run"):
     """_straggler_scores over one scope's rows: (rank, lateness µs, caused ns, window ns,
-    compute µs, delay µs, units, mean share, sd of share)."""
+    compute µs, delay µs, units, mean share, sd of share); the scope is the run, or a step."""
     con.execute(
         "CREATE OR REPLACE TEMP TABLE t (level VARCHAR, step BIGINT, rank INT, lateness_ns DOUBLE,"
         " caused_ns BIGINT, window_ns BIGINT, compute_ns DOUBLE, delay_ns DOUBLE, n_units INT,"
         " mean_share DOUBLE, sd_share DOUBLE)"
     )
     con.executemany(
-        "INSERT INTO t VALUES ('run', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO t VALUES ('{level}', {1 if level == 'step' else 'NULL'}, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?)",
         [
             (r, late * US, caused, window, None if c is None else c * US, d * US, k, m, sd)
             for r, late, caused, window, c, d, k, m, sd in rows
@@ -82,6 +83,33 @@ def test_flag_and_kind_rules(con, case, rows, expected):
     got = scores(con, rows)
     assert {r: k for r, (f, k) in got.items() if f} == expected
     assert all(k is None for r, (f, k) in got.items() if not f)
+
+
+def two(caused1=700_000, caused0=100_000, late1=500, sd1=0.35, share1=0.875):
+    """Two ranks in one scope of 8 units, window 1 ms: rank 1 causes `caused1` of the waiting
+    (cost share caused1 / 2 ms), its share of the units `share1` with spread `sd1` (the default:
+    7 of 8 instances, one of noise: t = (0.875 - 0.5) sqrt(8) / 0.35 = 3.0, under 5)."""
+    return [
+        (0, -late1, caused0, W, 100, 0, 8, 1 - share1, sd1),
+        (1, late1, caused1, W, 100, late1, 8, share1, sd1),
+    ]
+
+
+# (case, rows, level, flagged {rank: kind}): in a step, causing more than half of its waiting at
+# a cost of at least 35 % of the ranks' time flags a rank whose t the step's few units keep low
+STEP_CASES = [
+    ("step: 7 of 8 instances, 87.5 % of the waiting, 35 % cost", two(), "step", {1: "other"}),
+    ("the same over the run: t alone decides", two(), "run", {}),
+    ("step: 30 % cost", two(caused1=600_000, caused0=0), "step", {}),
+    ("step: half of the waiting, not more", two(caused1=700_000, caused0=700_000), "step", {}),
+    ("step: under the 10 µs floor", two(late1=5), "step", {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,rows,level,expected", STEP_CASES, ids=[c[0] for c in STEP_CASES])
+def test_step_flag_rules(con, case, rows, level, expected):
+    got = scores(con, rows, level)
+    assert {r: k for r, (f, k) in got.items() if f} == expected
 
 
 def test_scopes_are_scored_apart(con):

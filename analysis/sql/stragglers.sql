@@ -23,7 +23,11 @@
 -- consistency_t >= straggler_min_t() over >= straggler_min_units() units, (2) it matters:
 -- cost_share >= straggler_min_cost_share(), and (3) it is late by a measurable amount: excess >=
 -- straggler_min_excess_ns() (timestamps and clock residuals are µs), or its delay (below) is
--- that much more than the median rank's. The delay counts because a rank's lateness can hide
+-- that much more than the median rank's. In one step's scope (1) may also be met by causing
+-- more than half of the step's waiting (summed over its instances) at a cost of at least
+-- step_straggler_cost_share() of the ranks' time in the step: a step's units are its few
+-- instances, and one instance of noise (a loss all-reduce the ranks leave together) keeps t
+-- low however late the rank is in the others. The delay counts because a rank's lateness can hide
 -- in the median over its collectives: gloo runs a rank's calls on worker threads, and when the
 -- others' workers sit in its first buckets waiting for it, its later buckets start on every
 -- rank at once (a rank stalled 40 ms before every forward pass has a median excess of 0-10 µs
@@ -55,6 +59,7 @@ WITH m AS (
         median(delay_ns) OVER s AS med_delay,
         median(compute_ns) OVER s AS med_comp_all,
         sum(compute_ns) OVER s AS sum_comp,
+        sum(caused_ns) OVER s AS scope_caused,
         count(*) OVER s AS n_ranks
     FROM query_table(tbl)
     WINDOW s AS (PARTITION BY level, step)
@@ -72,7 +77,9 @@ d AS (
     WINDOW s AS (PARTITION BY level, step)
 ),
 z AS (
-    SELECT * EXCLUDE (med_late, mad_late, mad_comp, med_comp_all, sum_comp, sd_share),
+    SELECT * EXCLUDE (med_late, mad_late, mad_comp, med_comp_all, sum_comp, sd_share,
+            scope_caused),
+        caused_ns / NULLIF(scope_caused, 0) AS wait_share,
         lateness_ns - med_late AS excess_ns,
         0.6745 * (lateness_ns - med_late) / NULLIF(mad_late, 0) AS score,
         caused_ns / NULLIF(n_ranks * window_ns, 0) AS cost_share,
@@ -86,16 +93,21 @@ z AS (
 f AS (
     SELECT *,
         coalesce(
-            n_units >= straggler_min_units()
-            AND consistency_t >= straggler_min_t()
-            AND cost_share >= straggler_min_cost_share()
+            (
+                (n_units >= straggler_min_units()
+                 AND consistency_t >= straggler_min_t()
+                 AND cost_share >= straggler_min_cost_share())
+                OR (level = 'step'
+                    AND wait_share > 0.5
+                    AND cost_share >= step_straggler_cost_share())
+            )
             AND (excess_ns >= straggler_min_excess_ns()
                  OR delay_ns - med_delay >= straggler_min_excess_ns()),
             false
         ) AS flagged
     FROM z
 )
-SELECT * EXCLUDE (med_comp, med_delay),
+SELECT * EXCLUDE (med_comp, med_delay, wait_share),
     CASE
         WHEN NOT flagged THEN NULL
         WHEN compute_ns IS NULL OR coalesce(med_comp, 0) = 0 THEN 'unknown'
