@@ -13,9 +13,11 @@ bare events, with the three args every event needs, and with the sixteen args co
 no checks of what it reads (DuckDB converts "12" to a time of 12 and true to a duration of 1,
 where the msgspec decoder refuses the file); then the same with every field of the event read
 as JSON and its JSON type returned beside its value, what checking types as the decoder does
-would need (the types of the sixteen args not even included); and what copying the arrays out
-into those files costs (the step a reader of Kineto files through DuckDB would add). Last, what importing pandas costs a fresh
-process (pyarrow imports it on its first array). Usage:
+would need (the types of the sixteen args not even included); what copying the arrays out
+into those files costs (the step a reader of Kineto files through DuckDB would add); and, for
+comparison, commwall's own parse of the trace scaled the same way (benchmarks/ingest.py's
+`scaled`) in its default processes. Last, what importing pandas costs a fresh process (pyarrow
+imports it on its first array). Usage:
 
     python benchmarks/ingest_parts.py [--repeat 3] [--scale 10]
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import re
 import subprocess
 import sys
@@ -95,6 +98,15 @@ def read_json_typed(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
     ).to_arrow_table()
 
 
+def _scaled(text: bytes, k: int) -> bytes:
+    """The trace with its events repeated k times (benchmarks/ingest.py's `scaled`)."""
+    spec = importlib.util.spec_from_file_location("ingest_bench", ROOT / "benchmarks/ingest.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.scaled(text, k)
+
+
 def pandas_import() -> tuple[float, float]:
     """(seconds, MB of resident memory) that `import pandas` adds to a fresh process with
     numpy, pyarrow and DuckDB already imported."""
@@ -148,6 +160,12 @@ def main() -> None:
             print(f"  {label:<34} {s:6.3f} s  {emb / s:6.0f} MB/s")
         s = best(lambda: read_json_typed(con, files), args.repeat)
         print(f"  {'16 args, field types returned':<34} {s:6.3f} s  {emb / s:6.0f} MB/s")
+        # against the same events read the way commwall reads them, in its default processes
+        big = Path(tmp) / "rank1_scaled.json"
+        big.write_bytes(_scaled(path.read_bytes(), args.scale))
+        s = best(lambda: kineto.parse(big, rank=0), args.repeat)
+        label = f"commwall's parse, {big.stat().st_size / 1e6:.0f} MB"
+        print(f"  {label:<34} {s:6.3f} s  {emb / s:6.0f} MB/s (the events' MB)")
     s, added = pandas_import()
     print(f"import pandas after numpy, pyarrow, DuckDB: {s:.3f} s, {added:.0f} MB resident")
 

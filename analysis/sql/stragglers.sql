@@ -23,16 +23,16 @@
 -- consistency_t >= straggler_min_t() over >= straggler_min_units() units, (2) it matters:
 -- cost_share >= straggler_min_cost_share(), and (3) it is late by a measurable amount: excess >=
 -- straggler_min_excess_ns() (timestamps and clock residuals are µs), or its delay (below) is
--- that much more than the median rank's. In one step's scope (1) may also be met by causing
--- more than half of the step's waiting (summed over its instances) at a cost of at least
--- step_straggler_cost_share() of the ranks' time in the step: a step's units are its few
--- instances, and one instance of noise (a loss all-reduce the ranks leave together) keeps t
--- low however late the rank is in the others. The delay counts because a rank's lateness can hide
+-- that much more than the median rank's. The delay counts because a rank's lateness can hide
 -- in the median over its collectives: gloo runs a rank's calls on worker threads, and when the
 -- others' workers sit in its first buckets waiting for it, its later buckets start on every
 -- rank at once (a rank stalled 40 ms before every forward pass has a median excess of 0-10 µs
 -- and a delay of 43 ms). With 2 ranks the test still
 -- works (share is 1/2 by chance); with 10^4 ranks a fair share is tiny and the test is the same.
+-- In one step's scope (1) may also be met by causing more than half of the step's waiting
+-- (summed over its instances) at a cost of at least step_straggler_cost_share() of the ranks'
+-- time in the step: a step's units are its few instances, and one instance of noise (a loss
+-- all-reduce the ranks leave together) keeps t low however late the rank is in the others.
 -- A flagged rank's KIND is 'compute' when it did more operator work than the median rank by at
 -- least half of its delay (delay = how much later than the first rank it arrives at its latest
 -- collective of a step; median over steps for the run. The "median rank" is the median over all

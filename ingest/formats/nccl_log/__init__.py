@@ -56,7 +56,7 @@ def json_array(head_bytes: bytes) -> bool:
         try:
             _, i = _VALUE.raw_decode(text, i)
         except ValueError:  # not JSON, or the head ends inside this value
-            return values > 0 and i >= len(text) - (1 << 15)
+            return values > 0
         except RecursionError:
             return True
         values += 1
