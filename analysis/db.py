@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 
+import addrspace
 from analysis import dispatch, policy, shards
 
 
@@ -87,7 +88,7 @@ def open_db(db: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection
     """A connection to the store `db` with the analysis macros loaded."""
     if read_only and not Path(db).exists():
         raise FileNotFoundError(f"{db}: no such database (ingest something first)")
-    return load_modules(duckdb.connect(str(db), read_only=read_only))
+    return load_modules(addrspace.connect(db, read_only))
 
 
 def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Any:

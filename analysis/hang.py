@@ -140,7 +140,8 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
     dumps = db.row(
         con,
         "SELECT count(DISTINCT rank), list(DISTINCT form ORDER BY form), "
-        "list(DISTINCT version ORDER BY version) FROM fr_dumps WHERE run_id = ?",
+        "list(DISTINCT coalesce(version, 'unknown') ORDER BY coalesce(version, 'unknown')) "
+        "FROM fr_dumps WHERE run_id = ?",
         [rid],
     )
     if not dumps[0]:

@@ -161,8 +161,11 @@ def _ranks(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         if p["rank_source"]:
             sources[p["rank_source"]] = sources.get(p["rank_source"], 0) + 1
     world = scalar(con, "SELECT world_size FROM nccl_world(?)", [rid])
+    unlisted = bool(scalar(con, "SELECT claim_unlisted FROM nccl_listed_world(?)", [rid]))
     return {
         "world_size": world,
+        # a size too large to list (nccl_listed_world): its ranks without a log are not listed
+        "world_size_unlisted": unlisted,
         "with_log": [c["rank"] for c in cover if c["has_log"]],
         "without_log": [c["rank"] for c in cover if not c["has_log"]],
         "processes": len(procs),
@@ -486,7 +489,12 @@ def _findings(s: dict[str, Any]) -> list[str]:
     wrong = [t for t in s["tests"] if t["wrong_values"] or t["wrong_rows"]]
     out += [x for t in wrong if (x := test_sentence(t))]
     missing, world = s["ranks"]["without_log"], s["ranks"]["world_size"]
-    if missing and s["ranks"]["with_log"]:
+    if s["ranks"].get("world_size_unlisted"):
+        out.append(
+            f"a communicator claims {world:,} ranks, more than any job known to run: kept as "
+            "claimed, but its ranks are not listed (only those some line names); check the log"
+        )
+    elif missing and s["ranks"]["with_log"]:
         out.append(f"no NCCL log for {len(missing)} of {world} ranks (first: rank {missing[0]})")
     if s["handled_returns"]["count"]:
         first = s["handled_returns"]["first"]
@@ -506,7 +514,8 @@ def empty_section() -> dict[str, Any]:
         | {"share_recognised": None, "unknown_families": []},
         "versions": [], "version_mismatch": False, "versions_detail": [], "version_by_rank": [],
         "shape_version": None,
-        "ranks": {"world_size": None, "with_log": [], "without_log": [], "processes": 0,
+        "ranks": {"world_size": None, "world_size_unlisted": False, "with_log": [],
+                  "without_log": [], "processes": 0,
                   "unmapped_processes": 0, "mapped_by": {}},
         "networks": [], "nics": [], "ib_mtu": [], "transports": [], "gdr": None,
         "gdr_evidence": None,

@@ -18,6 +18,7 @@ import duckdb
 import pandas as pd
 
 from analysis.db import run_id
+from analysis.safe_text import visible, visible_column
 from analysis.stragglers import straggler_ranks
 
 #: Track ids of a rank's process beyond its CPU threads: GPU stream s is GPU_TID + s.
@@ -197,6 +198,9 @@ def merged_trace(con: duckdb.DuckDBPyConnection, run: str) -> dict:
     waits = con.execute("SELECT * FROM collective_waits(?)", [rid]).df()
     if acts.empty:
         raise ValueError(f"run {run!r} has no activities to put on a timeline")
+    for frame, col in ((acts, "name"), (clock, "host"), (waits, "op")):
+        if col in frame.columns:
+            frame[col] = visible_column(frame[col])
     t0 = int(acts["ts"].min())
     try:
         s = straggler_ranks(con, rid)
@@ -219,7 +223,7 @@ def merged_trace(con: duckdb.DuckDBPyConnection, run: str) -> dict:
         "baseTimeNanoseconds": t0,
         "otherData": {
             "producer": "commwall",
-            "run": run,
+            "run": visible(run),
             "clock": "aligned: each host's offset from the matched collectives' end times; "
             "ts relative to baseTimeNanoseconds",
             "offsets_ns": {str(int(r.rank)): int(r.offset_ns) for r in clock.itertuples()},

@@ -9,6 +9,7 @@ import importlib
 import pkgutil
 import sys
 
+import addrspace
 from cli import commands
 from cli.commands._output import setup_logging, unexpected
 
@@ -32,6 +33,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    addrspace.prepare()  # under `ulimit -v`: before numpy, pyarrow and DuckDB load
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     setup_logging()
     try:

@@ -5,10 +5,14 @@ refuses a read-only and a read-write connection to the same file in one process.
 therefore opens the store read-write for every operation and closes it right after (so that
 `commwall ingest` from a shell can write between page loads), and serialises its own writes
 with a process-wide lock, so that two browser sessions uploading at once both land intact.
+Every opening waits while another process holds the file, as the CLI's do (ingest.store's
+`while_held`: up to COMMWALL_WAIT seconds, set by `commwall serve --wait`), then raises
+StoreBusy naming the holder.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -17,11 +21,13 @@ from pathlib import Path
 
 import duckdb
 
+import addrspace
 from analysis import db
 from ingest import store
 
 DB_ENV = "COMMWALL_DB"
 UPLOAD_ENV = "COMMWALL_UPLOAD_DIR"
+WAIT_ENV = "COMMWALL_WAIT"
 
 
 def db_path() -> Path:
@@ -41,12 +47,23 @@ def upload_root() -> Path:
     return Path(value).resolve() if value else p.with_name(p.stem + "-uploads")
 
 
+def wait_s() -> float:
+    """How long an opening of the store waits while another process holds it: COMMWALL_WAIT
+    seconds (`commwall serve --wait`), else ingest.store.WAIT_S."""
+    try:
+        value = float(os.environ.get(WAIT_ENV, ""))
+    except ValueError:
+        return store.WAIT_S
+    return value if math.isfinite(value) and value >= 0 else store.WAIT_S
+
+
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
-class StoreBusy(RuntimeError):
-    """Another process holds the store file (most likely a `commwall ingest` in progress)."""
+#: Another process held the store file for longer than the wait (most likely a `commwall
+#: ingest` in progress): the CLI's error, with its words.
+StoreBusy = store.StoreBusyError
 
 
 def _lock_for(path: Path) -> threading.Lock:
@@ -54,24 +71,13 @@ def _lock_for(path: Path) -> threading.Lock:
         return _LOCKS.setdefault(path, threading.Lock())
 
 
-def _is_lock_conflict(e: BaseException | None) -> bool:
-    return isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
-
-
-def _busy(path: Path, e: BaseException) -> StoreBusy:
-    holder = store.lock_holder(e) or "another process"
-    return StoreBusy(
-        f"The store {path.name} is in use by {holder} (probably a `commwall ingest` that is "
-        "still running). Try again when it has finished."
-    )
-
-
 class StoreFile:
     """One DuckDB store as the dashboard uses it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, wait: float | None = None) -> None:
         self.path = Path(path).resolve()
         self.lock = _lock_for(self.path)
+        self.wait_s = wait_s() if wait is None else wait
 
     def version(self) -> tuple:
         """Changes whenever anything is written to the store (file and WAL stat)."""
@@ -92,12 +98,8 @@ class StoreFile:
     @contextmanager
     def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection with the analysis macros loaded, closed on exit."""
-        try:
-            con = duckdb.connect(str(self.path))
-        except duckdb.IOException as e:
-            if _is_lock_conflict(e):
-                raise _busy(self.path, e) from e
-            raise
+        path = str(self.path)
+        con = store.while_held(lambda: addrspace.connect(path), path, self.wait_s)
         try:
             yield db.load_modules(con)
         finally:
@@ -107,12 +109,7 @@ class StoreFile:
     def writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A writable connection, held under this process's write lock."""
         with self.lock:
-            try:
-                con = store.connect(self.path)
-            except store.StoreError as e:
-                if (cause := e.__cause__) is not None and _is_lock_conflict(cause):
-                    raise _busy(self.path, cause) from e
-                raise
+            con = store.connect(self.path, wait_s=self.wait_s)
             try:
                 yield con
             finally:

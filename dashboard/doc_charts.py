@@ -1,14 +1,25 @@
 """Static charts for the post-mortem document: Altair specifications rendered to SVG by
 vl-convert (no browser, no scripts in the output). Drawing only: every value arrives computed.
+
+vl-convert runs the charts in V8, which reserves tens of GiB of address space before it draws
+anything (here it failed under a limit of 64 GiB and drew under 128 GiB) and ends the whole
+process when it cannot (SIGTRAP, "Fatal process out of memory"). Under an address-space limit
+(`ulimit -v`) the charts are therefore drawn by a child process, which first raises its own
+limit to the hard one; when it dies, `to_svgs` raises NotRendered and the document says so.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
+from typing import Any
 
 import altair as alt
 import pandas as pd
 
+import addrspace
 from dashboard.charts import KIND_COLORS, LEGEND
 
 WIDTH = 620
@@ -36,12 +47,91 @@ def _data(df: pd.DataFrame) -> alt.InlineData:
     return alt.InlineData(values=clean.to_dict("records"))
 
 
-def to_svg(chart: alt.TopLevelMixin) -> str:
-    """The chart as an SVG element to inline in HTML (no XML declaration)."""
-    import vl_convert  # noqa: PLC0415 (only documents pay for the renderer)
+class NotRendered(Exception):
+    """The charts could not be drawn at all (the renderer's process died); says why."""
 
-    svg = vl_convert.vegalite_to_svg(chart.to_dict())
+
+#: Seconds the child process drawing a document's charts may take.
+CHILD_TIMEOUT_S = 300.0
+#: The child: raises its address-space limit to the hard one, then draws each specification
+#: of the JSON list on stdin; writes one {"svg": ...} or {"error": ...} per chart.
+_CHILD = """
+import json, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+if soft != hard:
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+import vl_convert
+out = []
+for spec in json.load(sys.stdin):
+    try:
+        out.append({"svg": vl_convert.vegalite_to_svg(spec)})
+    except Exception as e:
+        out.append({"error": f"{type(e).__name__}: {e}"})
+json.dump(out, sys.stdout)
+"""
+
+
+def _bare(svg: str) -> str:
+    """An SVG document as an element to inline in HTML (no XML declaration)."""
     return re.sub(r"^<\?xml[^>]*>\s*", "", svg)
+
+
+def to_svgs(specs: list[dict[str, Any]]) -> list[str | Exception]:
+    """Each Vega-Lite specification as an SVG element, or the exception drawing it raised. In
+    this process without an address-space limit, else in a child process; NotRendered when
+    that child dies (V8 could not reserve its address space) or cannot be run."""
+    if addrspace.limit() is None:
+        import vl_convert  # noqa: PLC0415 (only documents pay for the renderer)
+
+        out: list[str | Exception] = []
+        for spec in specs:
+            try:
+                out.append(_bare(vl_convert.vegalite_to_svg(spec)))
+            except Exception as e:  # one chart that cannot be drawn costs only itself
+                out.append(e)
+        return out
+    return _in_child(specs)
+
+
+def _in_child(specs: list[dict[str, Any]]) -> list[str | Exception]:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            input=json.dumps(specs, default=str),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise NotRendered(f"the chart renderer did not finish in {CHILD_TIMEOUT_S:g} s") from e
+    except OSError as e:
+        raise NotRendered(f"the chart renderer could not be started ({e})") from e
+    if done.returncode != 0:
+        raise NotRendered(_why(done.returncode, done.stderr))
+    try:
+        drawn = json.loads(done.stdout)
+    except ValueError as e:
+        raise NotRendered("the chart renderer's output could not be read") from e
+    if not isinstance(drawn, list) or len(drawn) != len(specs):
+        raise NotRendered("the chart renderer's output could not be read")
+    return [_bare(d["svg"]) if "svg" in d else RuntimeError(d.get("error")) for d in drawn]
+
+
+def _why(code: int, stderr: str) -> str:
+    """Why the child drawing the charts died, in words."""
+    text = stderr.lower()
+    cap = addrspace.limit(hard=True)  # the child's, once it raised its own
+    if cap is not None and (code < 0 or "out of memory" in text or "memoryerror" in text):
+        return (
+            f"the address space is limited (ulimit -v: {cap / 2**30:.3g} GiB), and the chart "
+            "renderer (vl-convert's V8 engine) must reserve more than that before it draws "
+            "anything; raise the limit (ulimit -v unlimited) or export on a machine without "
+            "one to have them drawn"
+        )
+    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    return f"the chart renderer failed (exit status {code}" + (
+        f": {lines[-1][:200]})" if lines else ")"
+    )
 
 
 def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt.Chart:

@@ -2,9 +2,10 @@
 a Markdown file.
 
 Formatting only: the numbers are the report's and analysis/postmortem.py's. The HTML has no
-scripts and no external requests: charts are inline SVG rendered by vl-convert, styles are
-inline, and it prints to PDF (A4). Every string from the data is escaped (HTML: html.escape;
-Markdown: backslash escapes), so a trace cannot inject markup.
+scripts and no external requests: charts are inline SVG rendered by vl-convert (under an
+address-space limit in a child process, or left out with a sentence saying why: doc_charts),
+styles are inline, and it prints to PDF (A4). Every string from the data is escaped (HTML:
+html.escape; Markdown: backslash escapes), so a trace cannot inject markup.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from analysis import summary, whatif
 from analysis.checklist import evaluate
 from analysis.diff import change_sentence
+from analysis.safe_text import visible
 from analysis.verdict import verdict
 
 #: Report keys with a section of their own below; any other key is shown generically.
@@ -396,13 +398,42 @@ def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
     return out
 
 
-def _svg(build: Callable[[], Any]) -> str:
-    from dashboard.doc_charts import to_svg  # noqa: PLC0415
+def _failed(e: BaseException) -> str:
+    return f"<p class='na'>{html.escape(f'{NA}: {type(e).__name__}: {e}')}</p>"
 
+
+def _drawn(builds: list[Callable[[], Any] | str]) -> tuple[list[str], str | None]:
+    """The HTML of each figure (an SVG, or why it is missing), and a sentence for the whole
+    section when no chart could be drawn at all (doc_charts.NotRendered: under an
+    address-space limit V8 cannot reserve its memory); a chart that cannot be drawn must not
+    cost the document."""
+    from dashboard.doc_charts import NotRendered, to_svgs  # noqa: PLC0415
+
+    bodies: list[str | None] = []
+    specs: list[dict] = []
+    for build in builds:
+        if isinstance(build, str):
+            bodies.append(f"<p class='na'>{html.escape(build)}</p>")
+            continue
+        try:
+            specs.append(build().to_dict())
+            bodies.append(None)
+        except Exception as e:
+            bodies.append(_failed(e))
+    if not specs:
+        return [b or "" for b in bodies], None
     try:
-        return to_svg(build())
-    except Exception as e:  # a chart that cannot be drawn must not cost the document
-        return f"<p class='na'>{html.escape(f'{NA}: {type(e).__name__}: {e}')}</p>"
+        svgs = iter(to_svgs(specs))
+    except NotRendered as e:
+        missing = f"<p class='na'>{NA}: chart not rendered (see above)</p>"
+        return [b or missing for b in bodies], f"Charts not rendered: {e}."
+    out = []
+    for b in bodies:
+        if b is None:
+            svg = next(svgs)
+            b = _failed(svg) if isinstance(svg, Exception) else svg
+        out.append(b)
+    return out, None
 
 
 # --- HTML ----------------------------------------------------------------------------------
@@ -501,8 +532,11 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
             table = diff[key].drop(columns=["test"], errors="ignore")
             p.append(f"<h3>{esc(head)}</h3>{_html_table(frame_rows(table))}")
     p.append("<h2 id='figures'>Figures</h2>")
-    for i, (caption, build) in enumerate(figures(data) if charts else [], 1):
-        body = f"<p class='na'>{esc(build)}</p>" if isinstance(build, str) else _svg(build)
+    figs = figures(data) if charts else []
+    bodies, not_rendered = _drawn([build for _, build in figs])
+    if not_rendered:
+        p.append(f"<p><strong>{esc(not_rendered)}</strong></p>")
+    for i, ((caption, _), body) in enumerate(zip(figs, bodies, strict=True), 1):
         p.append(f"<figure>{body}<figcaption>Figure {i}. {esc(caption)}</figcaption></figure>")
     p.append("<h2 id='model'>Measured and predicted</h2>")
     if note := model_note(report, data.get("whatifs")):
@@ -656,4 +690,5 @@ def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = Non
 
     data = Store.over(con).run(run).postmortem_data(baseline)
     report = data.pop("report")
-    return render_markdown(report, data) if fmt == "md" else render_html(report, data)
+    # no control character of a file reaches the document (a terminal or viewer would act on it)
+    return visible(render_markdown(report, data) if fmt == "md" else render_html(report, data))

@@ -46,14 +46,21 @@ def timeline_rows(section: dict) -> list[dict]:
     ]
 
 
+def listed(values: object) -> str:
+    """A list of names as text; a value that is no text reads `unknown`."""
+    if not isinstance(values, list) or not values:
+        return "unknown"
+    return ", ".join(v if isinstance(v, str) else "unknown" for v in values)
+
+
 def render_hang(section: dict, table: Table) -> str:
     """The section as text: the verdict, then groups, findings and the last collectives."""
     if not section.get("present"):
         return f"not available: {section.get('reason')}"
     out = [
         section["verdict"],
-        f"\n{section['n_dumps']} dump(s), {', '.join(section['forms'])}, "
-        f"format {', '.join(section['versions'])}",
+        f"\n{section['n_dumps']} dump(s), {listed(section.get('forms'))}, "
+        f"format {listed(section.get('versions'))}",
         "\nProcess groups",
         table(_frame(section["groups"], _GROUP_COLS)),
         "\nFindings (earliest first)",

@@ -66,8 +66,10 @@ def render_nccl(s: dict, table: Table) -> str:
         f"versions: {versions or 'not printed'}"
         + (" — MISMATCH" if s["version_mismatch"] else "")
         + (f"; line shapes say >= {s['shape_version']}" if s["shape_version"] else ""),
-        f"ranks with a log: {ranges(rk['with_log'])} of world size {rk['world_size']}; "
-        f"without: {ranges(rk['without_log'])}; unmapped processes: {rk['unmapped_processes']}",
+        f"ranks with a log: {ranges(rk['with_log'])} of world size {rk['world_size']}"
+        + (" (as claimed, too large to list)" if rk.get("world_size_unlisted") else "")
+        + f"; without: {ranges(rk['without_log'])}; "
+        f"unmapped processes: {rk['unmapped_processes']}",
         "networks: "
         + (", ".join(f"{n['network']} ({n['n_processes']} proc)" for n in s["networks"]) or "-")
         + "; NICs: "

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from analysis.safe_text import visible, visible_column
 from dashboard import figures
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&\"'])")
@@ -21,7 +22,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&\"'])")
 def md(text: object) -> str:
     """`text` with every Markdown/HTML/LaTeX/emoji control character backslash-escaped, so
     Streamlit shows it literally (no links, images, markup or directives)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+    return _MD_SPECIAL.sub(r"\\\1", visible(str(text))).replace("\n", " ")
 
 
 def md_code(text: object) -> str:
@@ -98,6 +99,7 @@ def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     for col in text:  # a column mixing text and numbers is shown as text (Arrow needs one type)
         if df[col].map(lambda v: isinstance(v, str)).nunique() > 1:
             df[col] = df[col].map(_as_text)
+        df[col] = visible_column(df[col])
     where.dataframe(df, hide_index=True, key=key)
 
 

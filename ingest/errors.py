@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 #: Where ingest logs a parser failure with its traceback (for a bug report).
 log = logging.getLogger("commwall.ingest")
 
 
+#: Characters of a file name shown as escapes in a message: every control character (newline
+#: and tab too: a name is one line), DEL, and the invisible or direction-changing ones.
+_NAME_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def shown_name(path: str | Path) -> str:
+    """A file name as a message shows it: on one line, its control characters as escapes
+    (`\\n`, `\\x1b`), so that a crafted name cannot pass for a second message."""
+    return _NAME_CONTROL.sub(_name_escape, str(path))
+
+
+def _name_escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return named.get(m.group()) or (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+
+
 class IngestError(Exception):
-    """A file could not be ingested. `str()` names the file and the problem."""
+    """A file could not be ingested. `str()` names the file (`shown_name`) and the problem."""
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(f"{shown_name(self.path)}: {problem}")
 
     def __reduce__(self) -> tuple:
         """Pickled as its path and problem (it crosses from worker processes)."""

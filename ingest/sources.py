@@ -99,15 +99,21 @@ def read_bytes(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytearra
         raise IngestError(p, f"cannot read file ({e.strerror})") from e
     if size == 0:
         raise IngestError(p, "file is empty")
+    refuse_by_size(p, size, max_bytes)
     if not is_gzip(p):
-        if size > max_bytes:
-            raise IngestError(p, f"file is {size:,} bytes, over the limit of {max_bytes:,}")
         with open(p, "rb") as f:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         return _inflated(p, max_bytes, SPILL)
     except OSError:  # no room for the temporary file: all of it in memory
         return _inflated(p, max_bytes, None)
+
+
+def refuse_by_size(path: Path, size: int, max_bytes: int) -> None:
+    """IngestError when a file of `size` bytes on disk is over the limit (plain or gzip: a
+    gzip file larger than the limit holds more than the limit, or is no honest trace)."""
+    if size > max_bytes:
+        raise IngestError(path, f"file is {size:,} bytes, over the limit of {max_bytes:,}")
 
 
 def _inflated(p: Path, max_bytes: int, spill: int | None) -> bytearray | mmap.mmap:
@@ -159,11 +165,12 @@ def head(path: str | Path, n: int = 65536) -> bytes:
 GROWTH_ALLOWED = 64 << 20
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, max_bytes: int | None = None) -> str:
     """Hex sha256 of the file's bytes as stored on disk. A FIFO, a device or anything but a
     regular file is refused before it is opened (opening a FIFO waits for a writer; /dev/zero
     never ends), and so is a file that yields far more than the size it reports (/proc files
-    report 0 bytes): IngestError, in bounded time."""
+    report 0 bytes), or one whose size is over `max_bytes` (by its size, before a byte is
+    read): IngestError, in bounded time."""
     p = Path(path)
     try:
         st = p.stat()
@@ -171,6 +178,8 @@ def sha256_of(path: Path) -> str:
         raise IngestError(p, f"cannot read file ({e.strerror})") from e
     if not stat.S_ISREG(st.st_mode):
         raise IngestError(p, "not a regular file (a FIFO, a device or a socket): nothing to read")
+    if max_bytes is not None:
+        refuse_by_size(p, st.st_size, max_bytes)
     limit = st.st_size + GROWTH_ALLOWED
     h, n = hashlib.sha256(), 0
     with open(p, "rb") as f:

@@ -19,13 +19,14 @@ from typing import Any, TypeVar
 
 import duckdb
 
+import addrspace
 from ingest.errors import IngestError, log_parser_failure, parser_failure
 from ingest.exec import forked, heap, parallel
 from ingest.formats import registry as formats
 from ingest.options import ParseOptions
 from ingest.parsed import Parsed
 from ingest.schema import SCHEMA_VERSION, ddl
-from ingest.sources import sha256_of
+from ingest.sources import refuse_by_size, sha256_of
 
 T = TypeVar("T")
 
@@ -35,70 +36,120 @@ class StoreError(Exception):
 
 
 class StoreBusyError(StoreError):
-    """Another process holds the store's lock (an ingest, or a dashboard reading it)."""
+    """Another process held the store's lock for longer than this step would wait: says, in
+    one line, which store, who holds it (`holder`, with `pid` when DuckDB names it) and for
+    how long this step waited (`wait_s`; None when unknown)."""
+
+    def __init__(self, db: str | Path, holder: str, pid: int | None, wait_s: float | None) -> None:
+        self.db, self.holder, self.pid, self.wait_s = str(db), holder, pid, wait_s
+        waited = "" if wait_s is None else f"; waited {wait_s:g} s"
+        super().__init__(
+            f"the store {db} is in use by {holder}{waited} — try again when it has finished, "
+            "or pass --wait SECONDS to wait longer"
+        )
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.db, self.holder, self.pid, self.wait_s))
 
 
-#: How often a waiting `connect` tries the lock again.
-RETRY_S = 0.25
+# The lock policy, one rule for every step that opens a store (an ingest, its preparation of
+# analysis tables, the read commands, the dashboard): DuckDB lets one process write a store
+# and refuses to open it while another process writes it (or while readers hold it, for a
+# writer). A step that meets that lock tries again, pausing RETRY_S, doubled after each try
+# up to RETRY_MAX_S, until its wait (`--wait`, WAIT_S by default) is over; then it stops with
+# StoreBusyError, never DuckDB's own text. `while_held` is that rule; every opening goes
+# through it.
+
+#: How long a step that opens the store waits, by default, while another process holds it.
+WAIT_S = 60.0
+#: The first pause before a waiting step tries the lock again; doubled after each try.
+RETRY_S = 0.05
+#: The longest pause between two tries.
+RETRY_MAX_S = 0.5
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
+_LOCK_FILE = re.compile(r'lock on file "([^"]*)"')
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def lock_conflict(e: BaseException) -> bool:
+    """Whether `e` is DuckDB's error for a store whose lock another process holds."""
+    return isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
+
+
+def _holder(e: BaseException) -> tuple[str, int | None]:
+    """Who holds the store, in words, and its PID, from DuckDB's lock error `e`."""
+    m = _LOCK_PID.search(str(e))
+    if m is None:
+        return "another process", None
+    pid = int(m[1])
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        cmd = ""
+    cmd = _UNPRINTABLE.sub(" ", cmd)
+    cmd = cmd if len(cmd) <= 120 else cmd[:120] + "…"
+    return f"process {pid}" + (f" ({cmd})" if cmd else ""), pid
 
 
 def lock_holder(e: BaseException) -> str | None:
     """Who holds the store, in words, when `e` is DuckDB's lock conflict; else None."""
-    text = str(e)
-    if not isinstance(e, duckdb.IOException) or "lock" not in text.lower():
+    return _holder(e)[0] if lock_conflict(e) else None
+
+
+def busy(
+    e: BaseException, db: str | Path | None = None, wait_s: float | None = None
+) -> StoreBusyError | None:
+    """The one error for DuckDB's lock conflict `e` on store `db` (default: the file DuckDB
+    names) after waiting `wait_s` seconds; None when `e` is no lock conflict."""
+    if not lock_conflict(e):
         return None
-    m = _LOCK_PID.search(text)
-    if m is None:
-        return "another process"
-    try:
-        with open(f"/proc/{m[1]}/cmdline", "rb") as f:
-            cmd = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        cmd = ""
-    cmd = cmd if len(cmd) <= 120 else cmd[:120] + "…"
-    return f"process {m[1]}" + (f" ({cmd})" if cmd else "")
+    if db is None:
+        m = _LOCK_FILE.search(str(e))
+        db = m[1] if m else "file"
+    holder, pid = _holder(e)
+    return StoreBusyError(db, holder, pid, wait_s)
 
 
 def while_held(
     open_: Callable[[], T],
     db: str | Path,
-    wait_s: float = 0.0,
+    wait_s: float = WAIT_S,
     on_wait: Callable[[str], None] | None = None,
 ) -> T:
     """`open_()` (anything that opens the store `db`), tried again while another process
     holds the store, for up to `wait_s` seconds (telling `on_wait` once, in words, who holds
     it); then StoreBusyError names the holder and says when to retry. Other errors pass."""
     deadline = time.monotonic() + wait_s
+    pause = RETRY_S
     told = False
     while True:
         try:
             return open_()
         except Exception as e:
-            holder = lock_holder(e)
-            if holder is None:
+            err = busy(e, db, wait_s)
+            if err is None:
                 raise
-            if time.monotonic() >= deadline:
-                raise StoreBusyError(
-                    f"{db}: the store is in use by {holder}; retry when it has finished "
-                    f"(waited {wait_s:g} s; --wait SECONDS waits longer)"
-                ) from e
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise err from e
             if on_wait is not None and not told:
-                on_wait(f"{db} is in use by {holder}; waiting up to {wait_s:g} s for it")
+                on_wait(f"{db} is in use by {err.holder}; waiting up to {wait_s:g} s for it")
                 told = True
-            time.sleep(RETRY_S)
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, RETRY_MAX_S)
 
 
 def connect(
     db: str | Path,
     read_only: bool = False,
-    wait_s: float = 0.0,
+    wait_s: float = WAIT_S,
     on_wait: Callable[[str], None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Open (and, when writable, create or check) a commwall store, waiting while another
     process holds it (`while_held`)."""
     try:
-        con = while_held(lambda: duckdb.connect(str(db), read_only=read_only), db, wait_s, on_wait)
+        con = while_held(lambda: addrspace.connect(db, read_only), db, wait_s, on_wait)
     except duckdb.Error as e:
         raise StoreError(f"{db}: cannot open database ({e})") from e
     if not read_only:
@@ -333,8 +384,9 @@ _MEMORY_LIMIT = "SELECT value FROM duckdb_settings() WHERE name = 'memory_limit'
 
 @cache
 def _default_memory_limit() -> str:
-    """DuckDB's default memory limit here (a share of the machine's memory), as it prints it."""
-    with duckdb.connect() as con:
+    """DuckDB's default memory limit here (a share of the machine's memory), as it prints it
+    (asked of a database with commwall's thread counts: addrspace.duckdb_config)."""
+    with duckdb.connect(config=addrspace.duckdb_config()) as con:
         return str(_scalar(con, _MEMORY_LIMIT))
 
 
@@ -377,14 +429,14 @@ def _outcomes(
     seen = [(str(p), _size(p)) in known for p in paths]
     if workers == 1:
         for p, was in zip(paths, seen, strict=True):
-            yield p, partial(_parse_here, con, rid, p, one, hasher, was)
+            yield p, partial(_parse_here, con, rid, p, one, hasher, was, opts.max_bytes)
         return
     fresh = [p for p, was in zip(paths, seen, strict=True) if not was]
     ahead = parallel.outcomes(fresh, opts, workers)
     try:
         for p, was in zip(paths, seen, strict=True):
             if was:  # likely a file the run has: hash first, here
-                yield p, partial(_parse_here, con, rid, p, one, hasher, True)
+                yield p, partial(_parse_here, con, rid, p, one, hasher, True, opts.max_bytes)
             else:
                 _, future = next(ahead)
                 yield p, partial(lambda f: _settle(con, rid, f.result()), future)
@@ -420,14 +472,16 @@ def _parse_here(
     parse: Callable[[Path], Parsed],
     hasher: ThreadPoolExecutor,
     seen: bool,
+    max_bytes: int,
 ) -> tuple[str, Parsed | None]:
     """(sha256, parsed file), parsed None when run `rid` already has this content. The hash is
     taken on another thread while the file is parsed, unless `seen` (the run has a file of this
     path and size): then it is likely the same file, and hashing first spares a parse."""
     if seen:
-        digest = sha256_of(path)
+        digest = sha256_of(path, max_bytes)
         return digest, None if _has_digest(con, rid, digest) else parse(path)
-    pending = hasher.submit(sha256_of, path)
+    refuse_by_size(path, _size(path) or 0, max_bytes)  # before a byte is hashed or parsed
+    pending = hasher.submit(sha256_of, path, max_bytes)
     try:
         parsed, error = parse(path), None
     except IngestError as e:

@@ -51,8 +51,15 @@ SEEDS = [
 ]  # fmt: skip
 NUMBERS = [b"9223372036854775808", b"18446744073709551616", b"-1", b"0", b"1e300", b"-1e300",
            b"9" * 400, b"2147483648", b"1.5", b"9200000000000000.0", b"null", b'"7"', b"[]"]  # fmt: skip
+#: Sizes, counts and rank numbers a header may claim (nranks, world size, counts, sizes).
+CLAIMS = [b"1000000000", b"2147483647", b"2147483648", b"4294967296", b"9223372036854775807"]
+#: Terminal sequences: OSC 52 (clipboard), OSC 0 (title), clear screen, cursor report, 8-bit
+#: CSI, reset, 8-bit and 7-bit DCS.
+ESCAPES = [b"\x1b]52;c;cHduZWQ=\x07", b"\x1b]0;t\x07", b"\x1b[2J", b"\x1b[6n", "\x9b2J".encode(),
+           b"\x1bc", "\x90+q\x9c".encode(), b"\x1bP+q\x1b\\"]  # fmt: skip
 STRINGS = ['"\\u001b[2J\\u001b]0;x\\u0007"', '"' + "x" * 70000 + '"', '"caf\xe9"', '""',
-           '"ProfilerStep#99999999999999999999"', '"ncclKernel_AllReduce"', "{}"]  # fmt: skip
+           '"ProfilerStep#99999999999999999999"', '"ncclKernel_AllReduce"', "{}",
+           '"\\u001b]52;c;eA==\\u0007\\u009b6n"', "null", "[]"]  # fmt: skip
 SQL_VALUES = ["garbage", b"\x00" * 10, 2**63 - 1, -(2**63), 1.8e19, -1, None, "x" * 200_000]
 #: A worker silent for this many times the CPU limit of an input hangs, even without computing.
 WALL_FACTOR = 4
@@ -88,7 +95,12 @@ def _swap(
 def _bytes_mutation(rng: random.Random, data: bytes) -> bytes:
     """One mutation of a text format."""
     n = len(data)
-    kind = rng.randrange(8)
+    kind = rng.randrange(10)
+    if kind == 8:  # a header's claim where a number was
+        return _swap(rng, data, _NUMBER, CLAIMS)
+    if kind == 9:  # a terminal sequence inside a line or a string
+        a = rng.randrange(n)
+        return data[:a] + rng.choice(ESCAPES) + data[a:]
     if kind == 0:  # flip a few bytes
         b = bytearray(data)
         for _ in range(rng.randint(1, 8)):
@@ -213,6 +225,8 @@ def run_one(path: Path, report: bool = True) -> dict:
             built = build_report(con, "f")
             json.dumps(built, default=str)
             failed = built.get("analysis_errors") or {}
+            if shown := _raw_controls(built):
+                return {"outcome": "crash", "where": f"printed raw: {shown}"[:300]}
         return {"outcome": "accepted", "report": report, "section_failures": sorted(failed.items())}
     except Exception as e:  # noqa: BLE001 (that is what is being looked for)
         frame = traceback.extract_tb(e.__traceback__)[-1]
@@ -220,6 +234,31 @@ def run_one(path: Path, report: bool = True) -> dict:
         return {"outcome": "crash", "where": where[:300]}
     finally:
         store.delete_run(con, "f")
+
+
+def _raw_controls(report: dict) -> str | None:
+    """Where the text the CLI prints of `report` (the whole report, the NCCL and hang pages)
+    holds a control character a terminal would act on; None when nowhere. Rendering the pages
+    also checks that no odd value takes a page down."""
+    from cli.commands._output import fmt_table, printable  # noqa: PLC0415
+    from cli.text_report import render_text  # noqa: PLC0415
+    from dashboard.hang_text import render_hang  # noqa: PLC0415
+    from dashboard.nccl_text import render_nccl  # noqa: PLC0415
+
+    pages = {
+        "report": lambda: render_text(report, fmt_table),
+        "nccl": lambda: render_nccl(report["nccl"], fmt_table) if "nccl" in report else "",
+        "hang": lambda: render_hang(report["hang"], fmt_table) if "hang" in report else "",
+    }
+    for name, page in pages.items():
+        m = _TERMINAL.search(printable(page(), None))
+        if m:
+            return f"{name}: {m.group()!r}"
+    return None
+
+
+#: What a terminal acts on: C0 controls but newline and tab, DEL, C1 controls.
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def serve(memory_limit: int = 4 << 30) -> None:

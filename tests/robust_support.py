@@ -122,3 +122,14 @@ class FailsOn:
         if path.name == self.name:
             raise KeyError("a parser bug")
         return formats.parse(path, opts)  # type: ignore[arg-type]
+
+
+def hold_store(db: Path) -> subprocess.Popen:
+    """A process holding the DuckDB file `db` open until its stdin is closed."""
+    hold = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb,sys; c=duckdb.connect({str(db)!r}); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert hold.stdout is not None and hold.stdout.readline().strip() == "held"
+    return hold

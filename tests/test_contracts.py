@@ -1,5 +1,6 @@
-"""The layering, checked on the source with `ast`: ingest knows nothing of analysis, the
-dashboard or the CLI; analysis reads only the database (no ingest, no dashboard, no CLI); the
+"""The layering, checked on the source with `ast`: addrspace (what an address-space limit
+allows, which every layer's store connection asks) knows nothing of the others; ingest knows
+nothing of analysis, the dashboard or the CLI; analysis reads only the database (no ingest, no dashboard, no CLI); the
 dashboard does not import the CLI (the CLI starts the dashboard, not the reverse); the dashboard's
 pages hold no SQL and open no database connection of their own. Imports inside functions and
 `importlib.import_module("…")` with a literal name count like top-level imports."""
@@ -15,6 +16,7 @@ from conftest import ROOT
 
 #: package → top-level packages of this project it must never import.
 FORBIDDEN = {
+    "addrspace": {"ingest", "analysis", "dashboard", "cli"},
     "ingest": {"analysis", "dashboard", "cli"},
     "analysis": {"ingest", "dashboard", "cli"},
     "dashboard": {"cli"},

@@ -47,8 +47,8 @@ VIEWPORT = {"width": 1280, "height": 800}
 
 def cli_json(*args: str) -> object:
     """`commwall … --format json` against a store the server may be touching: retried for up
-    to a minute while the server holds the file (a lock conflict, or the CLI's "the store is in
-    use by <the server>" while a page computes a run's report and tables)."""
+    to a minute while the server holds the file (the CLI's "the store FILE is in use by <the
+    server>" after its own wait, while a page computes a run's report and tables)."""
     deadline = time.monotonic() + 60
     while True:
         p = subprocess.run(
@@ -56,7 +56,7 @@ def cli_json(*args: str) -> object:
         )
         if p.returncode == 0:
             return json.loads(p.stdout)
-        busy = "lock" in p.stderr or "the store is in use by" in p.stderr
+        busy = "lock" in p.stderr or " is in use by " in p.stderr
         if not busy or time.monotonic() > deadline:
             raise AssertionError(p.stderr)
         time.sleep(0.2)

@@ -144,11 +144,31 @@ def test_a_store_held_by_another_process_is_reported_as_busy(db, root, tmp_path)
          "print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    db.wait_s = 0.3
     try:
         assert hold.stdout.readline().strip() == "held"
-        with pytest.raises(StoreBusy, match=f"in use by process {hold.pid} "):
+        with pytest.raises(StoreBusy, match=f"in use by process {hold.pid} .*; waited 0.3 s"):
             uploads.upload_run(db, "x", upload_files(SAMPLES / "gloo_4rank_sleep"), root)
+        with pytest.raises(StoreBusy, match=f"in use by process {hold.pid} .*; waited 0.3 s"):
+            runs_in(db)
         assert not any(root.iterdir())
     finally:
         hold.stdin.close()
         hold.wait(10)
+
+
+def test_the_dashboard_waits_for_a_store_another_process_releases(db, root, monkeypatch):
+    from tests.robust_support import hold_store
+
+    monkeypatch.setenv("COMMWALL_WAIT", "30")
+    waiting = StoreFile(db.path)  # the wait `commwall serve --wait` passes to the server
+    assert waiting.wait_s == 30.0
+    hold = hold_store(db.path)
+    release = threading.Timer(1.0, lambda: (hold.stdin.close(), hold.wait(10)))
+    release.start()
+    try:
+        out = uploads.upload_run(waiting, "x", upload_files(SAMPLES / "gloo_4rank_sleep"), root)
+        assert out.stored, out.error
+        assert [r[0] for r in runs_in(waiting)] == ["x"]
+    finally:
+        release.join()

@@ -15,11 +15,12 @@ import pytest
 
 from analysis import report as report_mod
 from analysis.api import Store
-from cli.commands._output import MAX_LINE
+from analysis.safe_text import MAX_LINE
 from cli.main import main
 from dashboard.export import postmortem
 from ingest.errors import IngestError
 from ingest.formats import registry as formats
+from tests.robust_support import hold_store
 from tests.synthetic_traces import Scenario, simulate, write_kineto
 
 HOSTILE_GPU = "NVIDIA \x1b[2J\x1b]0;pwned\x07H100" + "x" * 60_000
@@ -140,19 +141,9 @@ def test_ingest_summary_counts_clamped_events(tmp_path, traces, capsys) -> None:
     assert f"{path}: 3 event(s) clamped (negative duration, stored as 0)" in err
 
 
-def _hold(db: Path) -> subprocess.Popen:
-    hold = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb,sys; c=duckdb.connect({str(db)!r}); "
-         "print('held', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert hold.stdout.readline().strip() == "held"
-    return hold
-
-
 def test_busy_store_names_its_holder_after_the_wait(tmp_path, traces, capsys) -> None:
     db = tmp_path / "b.duckdb"
-    hold = _hold(db)
+    hold = hold_store(db)
     try:
         t = time.monotonic()
         rc = main(["ingest", str(traces[0]), "--db", str(db), "--quiet", "--wait", "1"])
@@ -162,13 +153,13 @@ def test_busy_store_names_its_holder_after_the_wait(tmp_path, traces, capsys) ->
         hold.wait(10)
     err = capsys.readouterr().err
     assert rc == 2 and 1 <= waited < 10
-    assert f"in use by process {hold.pid} (" in err and "retry when it has finished" in err
+    assert f"in use by process {hold.pid} (" in err and "; waited 1 s — try again" in err
     assert "Traceback" not in err and "Conflicting lock" not in err
 
 
 def test_ingest_waits_for_a_store_that_is_released(tmp_path, traces, capsys) -> None:
     db = tmp_path / "w.duckdb"
-    hold = _hold(db)
+    hold = hold_store(db)
     release = subprocess.Popen(["sleep", "1.5"])
     try:
         import threading
@@ -193,7 +184,7 @@ def test_ingest_waits_for_a_store_that_is_released(tmp_path, traces, capsys) -> 
 def test_read_commands_say_the_store_is_busy(tmp_path, db, capsys) -> None:
     copy = tmp_path / "c.duckdb"
     copy.write_bytes(db.read_bytes())
-    hold = _hold(copy)
+    hold = hold_store(copy)
     try:
         rc = main(["runs", "--db", str(copy), "--wait", "0"])
     finally:
@@ -209,7 +200,7 @@ def test_read_commands_wait_for_a_store_that_is_released(tmp_path, db, capsys, c
     # for it (60 s by default) as `commwall ingest` does, instead of failing at once
     copy = tmp_path / "r.duckdb"
     copy.write_bytes(db.read_bytes())
-    hold = _hold(copy)
+    hold = hold_store(copy)
     release = threading.Timer(1.5, lambda: (hold.stdin.close(), hold.wait(10)))
     release.start()
     try:
@@ -221,3 +212,89 @@ def test_read_commands_wait_for_a_store_that_is_released(tmp_path, db, capsys, c
     err = capsys.readouterr().err
     assert rc == 0 and waited >= 1.0
     assert f"in use by process {hold.pid}" in err and "waiting up to 60 s" in err
+
+
+def test_two_ingests_started_together_both_land_and_prepare(tmp_path) -> None:
+    # Each step that opens the store waits for the other process: the second ingest for the
+    # first's write, the first's preparation of analysis tables (after its commit) for the
+    # second's write, which it used to meet with DuckDB's lock error.
+    from conftest import DATA, ROOT, SAMPLES
+
+    files = [
+        DATA / "nccl" / "001_efa_ofi_2.6.4_p3dn_8node_64rank_aws_libfabric_ring_lines.log.gz",
+        SAMPLES / "gloo_4rank_compute" / "rank2.pt.trace.json.gz",
+    ]
+    db = tmp_path / "two.duckdb"
+    procs = []
+    for name, path in zip("ab", files, strict=True):
+        argv = [sys.executable, "-m", "cli", "ingest", str(path), "--db", str(db), "--run", name]
+        procs.append(
+            subprocess.Popen(
+                [*argv, "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )  # fmt: skip
+        time.sleep(0.1)
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    for out in outs:
+        assert "IO Error" not in out and "Could not set lock" not in out, out
+        assert "not prepared" not in out, out
+    with Store(str(db)) as s:
+        assert sorted(s.runs()["run"]) == ["a", "b"]
+
+
+def test_preparation_after_the_commit_waits_for_the_store(tmp_path, db, capsys) -> None:
+    from cli.commands.ingest import _prepare
+
+    copy = tmp_path / "p.duckdb"
+    copy.write_bytes(db.read_bytes())
+    hold = hold_store(copy)
+    release = threading.Timer(1.0, lambda: (hold.stdin.close(), hold.wait(10)))
+    release.start()
+    try:
+        _prepare(str(copy), "r", True, 60.0)
+    finally:
+        release.join()
+    err = capsys.readouterr().err
+    assert f"in use by process {hold.pid}" in err and "waiting up to 60 s" in err
+    assert "not prepared" not in err and "IO Error" not in err
+
+
+def test_preparation_gives_up_in_one_line_naming_the_holder(tmp_path, db, capsys) -> None:
+    from cli.commands.ingest import _prepare
+
+    copy = tmp_path / "g.duckdb"
+    copy.write_bytes(db.read_bytes())
+    hold = hold_store(copy)
+    try:
+        t = time.monotonic()
+        _prepare(str(copy), "r", True, 0.5)
+        waited = time.monotonic() - t
+    finally:
+        hold.stdin.close()
+        hold.wait(10)
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert 0.5 <= waited < 5
+    assert line.startswith("run 'r': analysis tables not prepared (the store ")
+    assert f"is in use by process {hold.pid} (" in line and "; waited 0.5 s" in line
+    assert "--wait SECONDS" in line
+    assert "IO Error" not in err and "Could not set lock" not in err
+
+
+def test_the_busy_error_names_the_pid_duckdb_reports(tmp_path) -> None:
+    from ingest import store
+
+    db = tmp_path / "e.duckdb"
+    hold = hold_store(db)
+    try:
+        with pytest.raises(store.StoreBusyError) as caught:
+            store.while_held(lambda: Store(str(db)), db, 0.2)
+    finally:
+        hold.stdin.close()
+        hold.wait(10)
+    e = caught.value
+    assert e.pid == hold.pid and e.wait_s == 0.2
+    assert str(e).startswith(f"the store {db} is in use by process {hold.pid} (")
+    assert "\n" not in str(e) and "IO Error" not in str(e)

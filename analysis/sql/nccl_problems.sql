@@ -127,7 +127,8 @@ WHERE x.run_id = rid AND x.kind IN ('crash', 'oom', 'last_error');
 --                           file that reports this timeout (NULL: no such line in its file, or
 --                           not crashed).
 -- Algorithm: NCCL_LOG.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
--- 0 .. world-1 takes its latest progress line (last enqueued / completed) for that pg; a
+-- 0 .. world-1 (only the ranks some row names when the world is too large to list, by
+-- nccl_listed_world, or when the world times the timed-out collectives passes 2^22 rows) takes its latest progress line (last enqueued / completed) for that pg; a
 -- rank that timed out on that seq itself issued it. Ranks compare on global rank. A timeout
 -- line that names no pg (`[Rank 2] Watchdog caught ...`) takes the pg that the rank's other
 -- lines about the same seq name (the `failure detected by watchdog` line that follows it).
@@ -170,12 +171,19 @@ reported AS (  -- where each file first reports a timeout of each seq
     WHERE run_id = rid AND kind IN ('timeout', 'crash') AND seq IS NOT NULL
     GROUP BY ALL
 ),
+named_ranks AS (  -- the ranks some row names
+    SELECT rank FROM progress
+    UNION SELECT rank FROM crashes
+    UNION SELECT unnest(timed_out) FROM t
+    UNION SELECT rank FROM nccl_timeouts WHERE run_id = rid AND rank IS NOT NULL
+        AND rank_source IS DISTINCT FROM 'launcher_tag'
+),
 ranks AS (
-    SELECT unnest(range(greatest(
-        coalesce((SELECT world_size FROM nccl_world(rid)), 0),
-        coalesce((SELECT max(rank) + 1 FROM nccl_timeouts WHERE run_id = rid
-                  AND rank_source IS DISTINCT FROM 'launcher_tag'), 0)
-    )))::INTEGER AS rank
+    SELECT unnest(range(CASE
+        WHEN (SELECT listed_size FROM nccl_listed_world(rid))
+            * greatest((SELECT count(*) FROM t), 1) <= 4194304
+        THEN (SELECT listed_size FROM nccl_listed_world(rid)) ELSE 0 END))::INTEGER AS rank
+    UNION SELECT rank::INTEGER FROM named_ranks WHERE rank IS NOT NULL
 )
 SELECT t.pg, t.seq, t.op_type, r.rank,
     CASE

@@ -19,6 +19,22 @@ SELECT nullif(greatest(
               WHERE run_id = rid AND rank_source IS DISTINCT FROM 'launcher_tag'), 0)
 ), 0) AS world_size;
 
+-- nccl_listed_world(rid): how many ranks (0 .. n-1) a listing of every rank of the job may
+-- enumerate (one row).
+--   rid       run_id.
+--   returns   listed_size   the world size (nccl_world) when it is at most 131,072 ranks
+--                           (2^17, beyond any job known to run); else 0: a larger claim is a
+--                           number read from a file, kept as claimed and flagged
+--                           (claim_unlisted), never expanded into rows,
+--             claim_unlisted  the world size is over that bound.
+-- Algorithm: a constant bound, so that no size read from a file allocates in proportion to
+-- itself; ranks that some row names are listed whatever the bound (see nccl_rank_coverage).
+CREATE OR REPLACE TEMP MACRO nccl_listed_world(rid) AS TABLE
+SELECT CASE WHEN coalesce(world_size, 0) <= 131072 THEN coalesce(world_size, 0) ELSE 0 END
+        AS listed_size,
+    coalesce(world_size, 0) > 131072 AS claim_unlisted
+FROM nccl_world(rid);
+
 -- nccl_proc_ranks(rid): one row per NCCL log process of run `rid`, with its global rank.
 --   rid       run_id.
 --   returns   file_id, proc, host, pid,
@@ -86,7 +102,8 @@ ORDER BY rank NULLS LAST, p.file_id, p.proc;
 --             n_processes   how many NCCL processes (more than one: the rank appears in
 --                           several files),
 --             in_trace      the rank has a trace in the run.
--- Algorithm: ranks 0 .. world_size-1 (nccl_world) plus any mapped rank beyond, left-joined
+-- Algorithm: ranks 0 .. world_size-1 (nccl_world; none when nccl_listed_world says the size
+-- is too large to list) plus any mapped rank, left-joined
 -- with nccl_proc_ranks, the ranks of nccl_timeouts and the ranks table.
 CREATE OR REPLACE TEMP MACRO nccl_rank_coverage(rid) AS TABLE
 WITH procs AS (
@@ -111,7 +128,7 @@ mapped AS (
     ) GROUP BY rank
 ),
 every AS (
-    SELECT unnest(range(coalesce((SELECT world_size FROM nccl_world(rid)), 0))) AS rank
+    SELECT unnest(range((SELECT listed_size FROM nccl_listed_world(rid)))) AS rank
     UNION
     SELECT rank FROM mapped
 )

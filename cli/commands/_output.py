@@ -7,10 +7,11 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from analysis.safe_text import printable, shorten
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,8 +31,6 @@ def add_db(p: argparse.ArgumentParser) -> None:
 
 #: The longest --wait accepted, in seconds (a day).
 MAX_WAIT_S = 86400.0
-#: How long a command waits for a store another process holds, by default.
-WAIT_S = 60.0
 
 
 def number(text: str, ok: Callable[[float], bool], needs: str) -> float:
@@ -51,14 +50,17 @@ def seconds(text: str) -> float:
 
 
 def add_wait(p: argparse.ArgumentParser) -> None:
-    """The shared `--wait SECONDS` option of the commands that open a store."""
+    """The shared `--wait SECONDS` option of the commands that open a store: how long each of
+    their steps that opens it waits while another process holds it (ingest.store.while_held)."""
+    from ingest.store import WAIT_S  # noqa: PLC0415 (every command with --wait imports it)
+
     p.add_argument(
         "--wait",
         type=seconds,
         default=WAIT_S,
         metavar="SECONDS",
         help="while another process has the store open (an ingest, the dashboard computing a "
-        f"report), wait this long for it (default {WAIT_S:g})",
+        f"report), wait this long for it at each step that opens it (default {WAIT_S:g})",
     )
 
 
@@ -99,36 +101,8 @@ def error(msg: str) -> int:
     return 2
 
 
-#: Characters that a terminal may act on (C0 and C1 controls but newline and tab, DEL, and the
-#: invisible or direction-changing format characters), escaped before anything is printed.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
-#: Longest line printed; longer lines (a 1 MB GPU name from a trace) are shortened.
-MAX_LINE = 2000
 #: Longest table cell printed.
 MAX_CELL = 120
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-
-
-def shorten(text: str, limit: int) -> str:
-    """`text`, cut to `limit` characters with a note of how many were left out."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
-
-
-def printable(text: str, max_line: int | None = MAX_LINE) -> str:
-    """`text` safe to print on a terminal: control characters escaped (`\\x1b`), lines over
-    `max_line` characters shortened (None: kept whole). Every printer of the CLI uses this, so
-    that no string from a trace (a GPU name, an NCCL warning) can move the cursor, clear the
-    screen or set the window title."""
-    text = _CONTROL.sub(_escape, text)
-    if max_line is None or len(text) <= max_line:
-        return text
-    return "\n".join(shorten(line, max_line) for line in text.split("\n"))
 
 
 def emit_text(text: str) -> None:
@@ -192,13 +166,12 @@ def _hint(record: logging.LogRecord) -> bool:
 def unexpected(e: Exception) -> int:
     """What the CLI says about an exception no command handled: the store being busy in words
     (who holds it), anything else as an error to report, its traceback logged; status 2."""
-    from ingest.store import StoreBusyError, lock_holder  # noqa: PLC0415 (only on this path)
+    from ingest.store import StoreBusyError, busy  # noqa: PLC0415 (only on this path)
 
     if isinstance(e, StoreBusyError):
         return error(str(e))
-    holder = lock_holder(e)
-    if holder is not None:
-        return error(f"the store is in use by {holder}; retry when it has finished")
+    if (err := busy(e)) is not None:  # an opening that bypassed while_held: the same words
+        return error(str(err))
     logging.getLogger("commwall").debug("unexpected error", exc_info=e)
     if path := os.environ.get("COMMWALL_LOG"):
         logging.getLogger("commwall").error("unexpected error", exc_info=e)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from analysis import db
-from cli.commands._output import add_format, emit_json, error, fmt_table
+from cli.commands._output import add_format, emit_json, emit_text, error, fmt_table
 from cli.commands._store import add_read_db, open_store
 
 Renderer = Callable[[dict, Callable], str]
@@ -40,5 +40,5 @@ def print_section(args: argparse.Namespace, section: str, render: Renderer) -> i
     if args.format == "json":
         emit_json(value)
     else:
-        print(render(value, fmt_table))
+        emit_text(render(value, fmt_table))
     return 0

@@ -34,11 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def ingest_samples(db_path: str) -> list[str]:
-    """Ingest every sample set (already-present files are skipped); returns the run names."""
+def ingest_samples(db_path: str, wait: float = store.WAIT_S) -> list[str]:
+    """Ingest every sample set (already-present files are skipped), waiting up to `wait`
+    seconds for a store another process holds; returns the run names."""
     if not SAMPLES.is_dir():
         raise FileNotFoundError(f"{SAMPLES}: sample traces not found (run from a source checkout)")
-    con = store.connect(db_path)
+    con = store.connect(db_path, wait_s=wait, on_wait=note)
     names = []
     try:
         for d in sample_sets():
@@ -53,13 +54,13 @@ def ingest_samples(db_path: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Ingest and print every sample run's report, then serve the dashboard (unless --no-serve)."""
     try:
-        names = ingest_samples(args.db)
-    except FileNotFoundError as e:
+        names = ingest_samples(args.db, args.wait)
+    except (FileNotFoundError, store.StoreError) as e:
         return error(str(e))
-    with Store(args.db) as store:
+    with store.while_held(lambda: Store(args.db), args.db, args.wait, note) as s:
         for name in names:
-            emit_text(render_text(store.run(name).report(), fmt_table) + "\n")
+            emit_text(render_text(s.run(name).report(), fmt_table) + "\n")
     emit_text(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
     if args.no_serve:
         return 0
-    return serve(args.db, args.host, args.port, args.upload_dir)
+    return serve(args.db, args.host, args.port, args.upload_dir, args.wait)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from analysis import db
 from analysis.api import Store
-from cli.commands._output import error, printable
+from cli.commands._output import error, note, printable
 from cli.commands._store import add_read_db, open_store
 
 FORMATS = ("html", "md", "perfetto")
@@ -77,5 +77,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         Path(args.out).write_text(text, encoding="utf-8")
     if args.out != "-":
-        print(f"wrote {args.out}", file=sys.stderr)
+        note(f"wrote {args.out}")
     return 0

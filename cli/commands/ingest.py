@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from cli.commands._output import add_db, add_wait, error, note, number, printable
 from ingest import discover, store
-from ingest.errors import IngestError
+from ingest.errors import IngestError, shown_name
 from ingest.options import ParseOptions
 
 
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         total=total,
         unit="B",
         unit_scale=True,
-        desc=f"ingest {name}",
+        desc=f"ingest {shown_name(name)}",
         disable=args.quiet,
         file=sys.stderr,
     )
@@ -149,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
 
     def on_file(path: Path, result: store.FileResult) -> None:
         bar.update(path.stat().st_size)
-        bar.set_postfix_str(f"{next(done)}/{len(paths)} files, {path.name}: {result.status}")
+        bar.set_postfix_str(
+            f"{next(done)}/{len(paths)} files, {shown_name(path.name)}: {result.status}"
+        )
         if result.error:
             tqdm.write(printable(f"  failed: {result.error}"), file=sys.stderr)
         for line in _counted(path, result):
@@ -190,19 +192,21 @@ def run(args: argparse.Namespace) -> int:
     if not summary.committed:
         note(f"nothing was stored for run {name!r}")
     elif counts["ingested"] and not args.no_prepare:
-        _prepare(args.db, name, args.quiet)
+        _prepare(args.db, name, args.quiet, args.wait)
     return 1 if summary.failed else 0
 
 
-def _prepare(db: str, name: str, quiet: bool) -> None:
+def _prepare(db: str, name: str, quiet: bool, wait_s: float) -> None:
     """Compute run `name`'s analysis tables and report now (analysis.api.Run.keep), so that its
-    first report reads them back; a failure leaves the ingest as it was and is noted."""
+    first report reads them back; opening the store waits up to `wait_s` seconds while another
+    process holds it, as the ingest's own opening does (store.while_held). A failure leaves
+    the ingest as it was and is noted."""
     from analysis.api import Store  # here, not above: ingest alone never loads analysis
 
     if not quiet:
         note(f"run {name!r}: preparing its analysis tables and report")
     try:
-        with Store(db) as s:
+        with store.while_held(lambda: Store(db), db, wait_s, note) as s:
             s.run(name).keep()
     except Exception as e:  # noqa: BLE001  (the run landed; its report computes them instead)
         note(f"run {name!r}: analysis tables not prepared ({e}); its first report computes them")

@@ -179,7 +179,7 @@ def run_stored(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(result)
     else:
-        print(render_stored(result))
+        emit_text(render_stored(result))
     return 0
 
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import dashboard
-from cli.commands._output import add_db, error
-from dashboard.database import DB_ENV, UPLOAD_ENV, StoreBusy, StoreFile
-from ingest.store import StoreError
+from cli.commands._output import add_db, add_wait, error, note
+from dashboard.database import DB_ENV, UPLOAD_ENV, WAIT_ENV, StoreFile
+from ingest.store import WAIT_S, StoreError
 
 APP_DIR = Path(dashboard.__file__).resolve().parent  # the Streamlit app and its .streamlit/
 
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
-    """--host, --port and --upload-dir (shared with `commwall demo`)."""
+    """--host, --port, --upload-dir and --wait (shared with `commwall demo`)."""
     p.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
     )
@@ -39,6 +39,7 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
         "--upload-dir",
         help="where browser uploads are saved (default: <db stem>-uploads/ beside the store)",
     )
+    add_wait(p)
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
@@ -57,18 +58,21 @@ def streamlit_command(host: str, port: int) -> list[str]:
     ]
 
 
-def serve(db: str | Path, host: str, port: int, upload_dir: str | None = None) -> int:
+def serve(
+    db: str | Path, host: str, port: int, upload_dir: str | None = None, wait: float = WAIT_S
+) -> int:
     """Create the store if needed, then replace this process by the Streamlit server (so that
-    signals reach it directly). Returns only on error."""
-    store = StoreFile(db)
+    signals reach it directly), whose every opening of the store waits up to `wait` seconds
+    while another process holds it. Returns only on error."""
+    store = StoreFile(db, wait)
     try:
         store.ensure()
-    except (StoreError, StoreBusy) as e:
+    except StoreError as e:  # StoreBusy included
         return error(str(e))
-    env = {**os.environ, DB_ENV: str(store.path)}
+    env = {**os.environ, DB_ENV: str(store.path), WAIT_ENV: str(wait)}
     if upload_dir:
         env[UPLOAD_ENV] = str(Path(upload_dir).resolve())
-    print(f"commwall dashboard on http://{host}:{port}  (store {store.path})", file=sys.stderr)
+    note(f"commwall dashboard on http://{host}:{port}  (store {store.path})")
     sys.stdout.flush()
     sys.stderr.flush()
     os.chdir(APP_DIR)  # Streamlit reads .streamlit/config.toml from its working directory
@@ -77,4 +81,4 @@ def serve(db: str | Path, host: str, port: int, upload_dir: str | None = None) -
 
 def run(args: argparse.Namespace) -> int:
     """Serve the dashboard."""
-    return serve(args.db, args.host, args.port, args.upload_dir)
+    return serve(args.db, args.host, args.port, args.upload_dir, args.wait)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, session
-from dashboard.hang_text import timeline_rows
+from dashboard.hang_text import listed, timeline_rows
 from dashboard.ui import md, missing, plot, table
 
 UPLOAD_FR = (
@@ -30,8 +30,8 @@ def ranks_of(values: list | None) -> str:
 
 (st.error if any(g.get("cause") for g in h["groups"]) else st.success)(md(h["verdict"]))
 st.caption(
-    f"{h['n_dumps']} dump(s) ({', '.join(h['forms'])}), Flight Recorder format "
-    f"{', '.join(h['versions'])}."
+    f"{h['n_dumps']} dump(s) ({listed(h.get('forms'))}), Flight Recorder format "
+    f"{md(listed(h.get('versions')))}."
 )
 
 st.subheader("Process groups")

@@ -32,8 +32,8 @@ Outcome = tuple[str | None, Parsed | None, Exception | None]
 def hash_and_parse(path: Path, opts: ParseOptions) -> Outcome:
     """(sha256, parsed, None) or (sha256 when the file could be read, None, the error)."""
     try:
-        digest = sha256_of(path)
-    except OSError as e:
+        digest = sha256_of(path, opts.max_bytes)
+    except (IngestError, OSError) as e:
         return None, None, e
     try:
         return digest, formats.parse(path, opts), None

@@ -172,7 +172,7 @@ def parse_to_shards(job: ShardJob, known: frozenset[str] = frozenset()) -> Shard
     path = Path(job.path)
     res = ShardResult(path=job.path, status="parsed")
     try:
-        res.sha256, res.size = sha256_of(path), path.stat().st_size
+        res.sha256, res.size = sha256_of(path, job.opts.max_bytes), path.stat().st_size
         if res.sha256 in known:
             res.status = "skipped"
             return res

@@ -114,8 +114,11 @@ def outer(text: str) -> Outer:
 
 
 def _epoch_ns(m: re.Match[str]) -> int | None:
+    """The timestamp in epoch ns; None (the time unknown, the line kept) where a field is out
+    of range or the time falls outside the store's 1970-2200 (year 0 is legal text)."""
     y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
-    if not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and s < 61):
+    ok_date = 1970 <= y < 2200 and 1 <= mo <= 12 and 1 <= d <= 31
+    if not (ok_date and h < 24 and mi < 60 and s < 61):
         return None
     frac = (m.group(7) or "").ljust(9, "0")
     return timegm((y, mo, d, h, mi, s)) * 1_000_000_000 + int(frac)
