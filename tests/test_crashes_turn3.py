@@ -213,3 +213,47 @@ def test_every_printer_of_the_cli_goes_through_the_sanitiser():
             if not safe:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert bad == []
+
+
+def _claimed_kineto(tmp_path, world: int, pg_size: int):
+    import gzip  # noqa: PLC0415
+
+    doc = json.loads(gzip.decompress((SAMPLES / "gloo_4rank_sleep" / "rank0.pt.trace.json.gz")
+                                     .read_bytes()))  # fmt: skip
+    doc["distributedInfo"]["world_size"] = world
+    doc["distributedInfo"]["pg_config"][0]["pg_size"] = pg_size
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _claimed_fr(tmp_path, n: int, size: int):
+    import gzip  # noqa: PLC0415
+
+    doc = json.loads(gzip.decompress((SAMPLES / "fr_op" / "rank0.json.gz").read_bytes()))
+    for e in doc["entries"]:
+        e["collective_seq_id"], e["input_sizes"] = n, [[size]]
+    doc["pg_config"][""]["ranks"] = f"[0, 1, 2, {n}]"
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("claim", [10**9, 2**31 - 1, 2**63 - 1])
+@pytest.mark.parametrize("kind", ["kineto", "flight_recorder"])
+def test_header_claims_under_a_memory_cap(tmp_path, kind, claim):
+    """World sizes, group sizes, sequence numbers, ranks and tensor sizes claimed at 10^9, 2^31
+    and 2^63: each file is stored (or refused with its reason) and reported under the cap, in
+    memory that does not grow with the claim."""
+    if kind == "kineto":
+        path = _claimed_kineto(tmp_path, min(claim, 2**31 - 1), claim)
+    else:
+        path = _claimed_fr(tmp_path, claim, claim)
+    db = str(tmp_path / "s.db")
+    ingested = cli("ingest", "--db", db, "--run", "c", str(path), cap=CAP)
+    if ingested.returncode != 0:  # refused: with the file named and no bug reported
+        assert path.name in ingested.stderr and "please report" not in ingested.stderr
+        return
+    for args in (["report", "--format", "json"], ["hang"], ["nccl"]):
+        out = cli(*args, "--db", db, "--run", "c", cap=CAP)
+        assert out.returncode == 0, (args, out.stderr[-2000:])
