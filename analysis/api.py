@@ -1,7 +1,7 @@
 """The one Python API over a store, for notebooks, the CLI and the dashboard alike.
 
-from analysis.api import Store
-with Store("runs.duckdb") as store:
+import commwall
+with commwall.Store("runs.duckdb") as store:
     run = store.run("dlrm")
     run.ranks(); run.steps(); run.activities(kind="comm"); run.report()
 
@@ -21,16 +21,19 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from analysis import collectives, db, diff, overlap, timeline
-from analysis.model.run_whatif import run_whatif
-from analysis.model.scenario import Scenario
-from analysis.model.section import run_scenario
-from analysis.perfetto import merged_trace
-from analysis.postmortem import postmortem_data
-from analysis.replay import replay_section
-from analysis.report import SECTION_TABLES, SECTIONS, build_report
-from analysis.report_types import Report
-from analysis.session import run_session
+from commwall.analysis import db
+from commwall.analysis.collectives import instances as collectives
+from commwall.analysis.compare import diff
+from commwall.analysis.model.run_whatif import run_whatif
+from commwall.analysis.model.scenario import Scenario
+from commwall.analysis.model.section import run_scenario
+from commwall.analysis.replay.engine import replay_section
+from commwall.analysis.report.build import SECTION_TABLES, SECTIONS, build_report
+from commwall.analysis.report.perfetto import merged_trace
+from commwall.analysis.report.postmortem import postmortem_data
+from commwall.analysis.report.session import run_session
+from commwall.analysis.report.shape import Report
+from commwall.analysis.steps import overlap, timeline
 
 #: The tables of matched collectives a run can be listed by (`Run.collective_table`).
 COLLECTIVE_VIEWS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], pd.DataFrame]] = {
@@ -148,16 +151,16 @@ class Run:
         return out
 
     def keep(self) -> list[str]:
-        """Compute the run's analysis tables (analysis/session.py) and its report now and keep
-        them beside the store (analysis/run_cache.py, analysis/report_cache.py), so that its
-        next report reads them. Returns the tables computed (or read back, when they were kept
-        already)."""
+        """Compute the run's analysis tables (analysis/report/session.py) and its report now and
+        keep them beside the store (analysis/report/run_cache.py, analysis/report/cache.py), so
+        that its next report reads them. Returns the tables computed (or read back, when they
+        were kept already)."""
         with run_session(self.con, self.id, keep=True) as cached:
             build_report(self.con, self.name, keep=True)
             return list(cached)
 
     def section(self, key: str) -> Any:
-        """One section of the report (a key of analysis.report.SECTIONS) on its own, e.g.
+        """One section of the report (a key of analysis.report.build.SECTIONS) on its own, e.g.
         "hang", "nccl", "replay"; KeyError for a key that is not a section."""
         if key not in SECTIONS:
             raise KeyError(f"no report section {key!r} (sections: {', '.join(SECTIONS)})")
@@ -277,7 +280,7 @@ class Store:
     def diff(self, *names: str) -> dict[str, pd.DataFrame]:
         """Runs side by side against the first (the baseline): tables `step_time` (judged
         against noise), `summary`, `diagnosis`, `decomposition`, `collectives`, `stragglers`,
-        `straggler_verdicts`, `nccl`, `model`, `step_samples` (analysis/diff.py)."""
+        `straggler_verdicts`, `nccl`, `model`, `step_samples` (analysis/compare/diff.py)."""
         return diff.diff(self.con, list(names))
 
     def close(self) -> None:

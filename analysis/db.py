@@ -11,8 +11,8 @@ from typing import Any
 
 import duckdb
 
-import addrspace
-from analysis import dispatch, policy, shards
+import commwall.addrspace as addrspace
+from commwall.analysis import dispatch, policy, shards
 
 
 class RunNotFound(KeyError):
@@ -33,7 +33,7 @@ def sql_modules() -> dict[str, str]:
 
 @cache
 def _sql_modules() -> dict[str, str]:
-    root = files("analysis").joinpath("sql")
+    root = files("commwall.analysis").joinpath("sql")
     texts = {
         p.name.removesuffix(".sql"): p.read_text()
         for p in sorted(root.iterdir(), key=lambda q: q.name)

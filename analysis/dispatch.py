@@ -1,6 +1,7 @@
 """How a cached macro finds its run's table: the dispatch every macro of CACHED is defined as.
 
-A run's analysis session (analysis/session.py) computes the heavy intermediate tables of one run
+A run's analysis session (analysis/report/session.py) computes the heavy intermediate tables of one
+run
 once. So that every macro reading them (and every caller) gets the cached rows without being
 redefined, each macro of CACHED is loaded under two names (analysis/db.py, `with_dispatch`):
 

@@ -86,8 +86,9 @@ STEP_STRAGGLER_COST_SHARE = 0.35
 #: A rank whose compute time (τ_comp) is at least this many times the median of the other
 #: ranks' spends what it does not spend in operators in its own serial work (a sleep, a lock,
 #: Python in a gradient hook, which run inside the autograd node that calls them): the
-#: diagnosis says so beside its operator work (analysis/stragglers.py), and the replay keeps that
-#: time in the rank's step (analysis/replay.py's floors).
+#: diagnosis says so beside its operator work (analysis/collectives/stragglers.py), and the replay
+#: keeps that
+#: time in the rank's step (analysis/replay/engine.py's floors).
 BUSY_OUTSIDE_OPERATORS = 1.5
 
 #: What-if: the "transfer k× faster" replay uses this k.

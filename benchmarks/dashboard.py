@@ -51,8 +51,8 @@ from dashboard_support import (  # noqa: E402
 from synthetic_traces import Scenario, insert_run, simulate, write_kineto  # noqa: E402
 
 from benchmarks.stragglers import scenario  # noqa: E402
-from dashboard import nav  # noqa: E402
-from ingest import store  # noqa: E402
+from commwall.dashboard import nav  # noqa: E402
+from commwall.ingest import store  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 DATA = ROOT / "tests" / "data"

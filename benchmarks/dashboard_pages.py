@@ -26,9 +26,9 @@ sys.path.append(str(ROOT / "tests"))
 from synthetic_traces import insert_run, simulate  # noqa: E402
 
 from benchmarks.stragglers import scenario  # noqa: E402
-from dashboard import nav  # noqa: E402
-from dashboard.database import DB_ENV, UPLOAD_ENV  # noqa: E402
-from ingest import store  # noqa: E402
+from commwall.dashboard import nav  # noqa: E402
+from commwall.dashboard.database import DB_ENV, UPLOAD_ENV  # noqa: E402
+from commwall.ingest import store  # noqa: E402
 
 
 def main() -> None:

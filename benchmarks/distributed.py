@@ -35,11 +35,11 @@ sys.path[0:1] = [str(ROOT), str(ROOT / "tests")]
 
 from synthetic_traces import Scenario, simulate, store_tables, write_kineto  # noqa: E402
 
-from analysis import db  # noqa: E402
-from ingest import store  # noqa: E402
-from ingest.exec import cluster, distributed  # noqa: E402
-from ingest.exec.shard_writer import ShardJob, parse_to_shards  # noqa: E402
-from ingest.parsed import Parsed  # noqa: E402
+from commwall.analysis import db  # noqa: E402
+from commwall.ingest import store  # noqa: E402
+from commwall.ingest.exec import cluster, distributed  # noqa: E402
+from commwall.ingest.exec.shard_writer import ShardJob, parse_to_shards  # noqa: E402
+from commwall.ingest.parsed import Parsed  # noqa: E402
 
 BIG = ROOT / "tests/data/kineto/hta_df_index_resolver_rank1of2/df_index_resolver.json.gz"
 

@@ -90,7 +90,7 @@ def kills(args: argparse.Namespace) -> int:
 
 
 def _delete(db: Path, run: str) -> None:
-    from ingest import store  # noqa: PLC0415
+    from commwall.ingest import store  # noqa: PLC0415
 
     con = store.connect(db)
     try:

@@ -177,7 +177,16 @@ def main() -> None:
                 cmd = [sys.executable, __file__, "--make", kind, str(k), str(d)]
                 subprocess.run(cmd, check=True)
             mb = sum(f.stat().st_size for f in d.iterdir()) / 1e6  # as stored (gzip: compressed)
-            cw = [sys.executable, "-m", "cli", "ingest", str(d), "--quiet", "--no-prepare", "--db"]
+            cw = [
+                sys.executable,
+                "-m",
+                "commwall",
+                "ingest",
+                str(d),
+                "--quiet",
+                "--no-prepare",
+                "--db",
+            ]
             wall, cpu, rss = measure(
                 lambda tag, i=i, cw=cw: [*cw, str(Path(tmp) / f"{i}-{tag}.duckdb")]
             )

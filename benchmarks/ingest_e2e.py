@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("ingest_bench", ROOT / "benchmarks/ingest.py")
 bench = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(bench)  # type: ignore[union-attr]
-CLI = [sys.executable, "-m", "cli"]
+CLI = [sys.executable, "-m", "commwall"]
 SAMPLE_S = 0.1  # /proc sampled this often: commands here run for minutes
 
 

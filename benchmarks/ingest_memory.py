@@ -128,7 +128,7 @@ def make_gunzip(arg: str, out: Path) -> tuple[Path, int]:
 
 
 def _scaled_hta(k: int) -> bytes:
-    from ingest import scaled  # noqa: PLC0415 (benchmarks/ingest.py: this directory comes first)
+    from commwall.ingest import scaled  # noqa: PLC0415 (benchmarks/ingest.py: this directory comes first)
 
     return scaled(_gunzipped(HTA), k)
 
@@ -381,7 +381,7 @@ def measure(case: Case, tmp: Path, i: int) -> Row:
     path, inflated = json.loads(made.stdout.splitlines()[-1])
     path = Path(path)
     db = d / "store.duckdb"
-    cmd = [sys.executable, "-m", "cli", "ingest", str(path), "--db", str(db), "--run", "m"]
+    cmd = [sys.executable, "-m", "commwall", "ingest", str(path), "--db", str(db), "--run", "m"]
     cmd.append("--no-prepare")  # the ingest alone, not the analysis after it
     peak, code, last, wall = peak_of([*cmd, "--quiet"])
     outcome = "stored" if code == 0 else "refused: " + _short(last.split(f"{path.name}: ")[-1])

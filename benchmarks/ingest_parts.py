@@ -41,9 +41,9 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest.formats.kineto import events as kineto_events  # noqa: E402
-from ingest.formats.kineto import reader as kineto  # noqa: E402
-from ingest.sources import read_bytes  # noqa: E402
+from commwall.ingest.formats.kineto import events as kineto_events  # noqa: E402
+from commwall.ingest.formats.kineto import reader as kineto  # noqa: E402
+from commwall.ingest.sources import read_bytes  # noqa: E402
 
 REAL = ROOT / "tests/data/kineto/hta_df_index_resolver_rank1of2/df_index_resolver.json.gz"
 THREE = ["$.stream", "$.correlation", '$."External id"']

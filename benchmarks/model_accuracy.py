@@ -45,10 +45,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
 
-from analysis.db import open_db  # noqa: E402
-from analysis.model.calibrate import regime_predictor, usable  # noqa: E402
-from analysis.model.hardware import intra_node_link  # noqa: E402
-from analysis.model.heldout import (  # noqa: E402
+from commwall.analysis.db import open_db  # noqa: E402
+from commwall.analysis.model.calibrate import regime_predictor, usable  # noqa: E402
+from commwall.analysis.model.hardware import intra_node_link  # noqa: E402
+from commwall.analysis.model.heldout import (  # noqa: E402
     ape,
     folds,
     method,
@@ -56,10 +56,10 @@ from analysis.model.heldout import (  # noqa: E402
     size_only_floor,
     summary,
 )
-from analysis.model.nccl_run import nccl_times, run_topo  # noqa: E402
-from analysis.model.section import matched_instances, topology_facts  # noqa: E402
-from ingest import store  # noqa: E402
-from ingest.errors import IngestError  # noqa: E402
+from commwall.analysis.model.nccl_run import nccl_times, run_topo  # noqa: E402
+from commwall.analysis.model.section import matched_instances, topology_facts  # noqa: E402
+from commwall.ingest import store  # noqa: E402
+from commwall.ingest.errors import IngestError  # noqa: E402
 
 #: Directories searched for trace sets (each subdirectory one run).
 SEARCH = (

@@ -91,7 +91,7 @@ def bench(label: str, path: Path, rows_in: int, repeat: int, tmp: Path) -> None:
             peer_cpu, peer_rss = min(peer_cpu, json.loads(out)["cpu"]), max(peer_rss, peak)
     db = tmp / f"{label}.duckdb"
     wall, ingest_rss, _ = run(
-        [sys.executable, "-m", "cli.main", "ingest", str(path), "--db", str(db), "--quiet",
+        [sys.executable, "-m", "commwall", "ingest", str(path), "--db", str(db), "--quiet",
          "--no-prepare"]
     )  # fmt: skip
     size = path.stat().st_size / 2**20
@@ -111,7 +111,9 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from nsys_synth import make_spec, write_nsys  # noqa: PLC0415 (test helper, path set above)
 
-    _, base_rss, _ = run([sys.executable, "-c", "import ingest.formats.registry, pyarrow.compute"])
+    _, base_rss, _ = run(
+        [sys.executable, "-c", "import commwall.ingest.formats.registry, pyarrow.compute"]
+    )
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
         f"RSS after imports alone: {base_rss:.0f} MiB"

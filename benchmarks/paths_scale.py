@@ -13,7 +13,7 @@ In one process, each figure in wall seconds:
 * the text report: its lines, and the rows its tables hold (what it printed before tables
   were cut at 40 rows).
 
-Every figure is of computing: the run cache (analysis/run_cache.py) is turned off, or the
+Every figure is of computing: the run cache (analysis/report/run_cache.py) is turned off, or the
 first full session would write the run's tables and every later one read them back. Usage:
 
     python benchmarks/paths_scale.py [--ranks 1024] [--collectives 2000]
@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
 os.environ["COMMWALL_CACHE"] = "0"  # figures of computing, not of reading the run cache
 
-from analysis import timeline  # noqa: E402
-from analysis.api import Store  # noqa: E402
-from analysis.diff import run_facts  # noqa: E402
-from analysis.postmortem import postmortem_data  # noqa: E402
-from analysis.report import SECTIONS  # noqa: E402
-from cli.commands._output import fmt_table  # noqa: E402
-from cli.text_report import render_text  # noqa: E402
-from dashboard.export import postmortem  # noqa: E402
+from commwall.analysis.api import Store  # noqa: E402
+from commwall.analysis.compare.diff import run_facts  # noqa: E402
+from commwall.analysis.report.build import SECTIONS  # noqa: E402
+from commwall.analysis.report.postmortem import postmortem_data  # noqa: E402
+from commwall.analysis.steps import timeline  # noqa: E402
+from commwall.cli.commands._output import fmt_table  # noqa: E402
+from commwall.cli.text_report import render_text  # noqa: E402
+from commwall.dashboard.export import postmortem  # noqa: E402
 
 
 def timed(f: Callable[[], Any]) -> tuple[float, Any]:

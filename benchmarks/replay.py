@@ -37,10 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
 
-from analysis.db import open_db, run_id  # noqa: E402
-from analysis.replay import _load, job_step, replay, replay_section  # noqa: E402
-from analysis.replay_walk import WhatIf  # noqa: E402
-from ingest import discover, store  # noqa: E402
+from commwall.analysis.db import open_db, run_id  # noqa: E402
+from commwall.analysis.replay.engine import _load, job_step, replay, replay_section  # noqa: E402
+from commwall.analysis.replay.walk import WhatIf  # noqa: E402
+from commwall.ingest import discover, store  # noqa: E402
 
 PAIRS = ROOT / "tests" / "data" / "gloo_pairs"
 

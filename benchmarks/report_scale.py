@@ -10,9 +10,9 @@ seconds of the process, all threads; on a machine shared with other work they ar
 figure), and the table says which step dominates (by CPU seconds), and the CPU seconds per
 million (collective x rank) calls, which stays flat when nothing grows faster than linearly.
 Then the same report runs again in a fresh process ("kept"): a later command on the same run,
-which reads the whole report back (analysis/report_cache.py) that the first wrote when building
+which reads the whole report back (analysis/report/cache.py) that the first wrote when building
 it took long enough; and once more with that report removed ("warm"), which reads the session's
-tables from the run cache (analysis/run_cache.py) that the first wrote when computing them took
+tables from the run cache (analysis/report/run_cache.py) that the first wrote when computing them took
 long enough, and builds every section from them (the first run's figures include both writes).
 "report s", "kept s" and "warm s" are build_report's own time; "cpu s" and "peak MiB" those of
 the whole process (the interpreter and its imports included).
@@ -41,8 +41,9 @@ sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ing
 def child(db: str, memory_limit: str) -> None:
     """Build the report of run 'bench'; print the wall and CPU seconds spent per section (and
     per table of the session) as JSON."""
-    from analysis import report, session
-    from analysis.db import open_db
+    from commwall.analysis.db import open_db
+    from commwall.analysis.report import build as report
+    from commwall.analysis.report import session
 
     t, c = time.perf_counter(), time.process_time()
     con = open_db(db)
@@ -139,7 +140,7 @@ def main() -> None:
             # report_cache.py), which the first wrote when building it took long enough
             _, kept_cpu, kept_rss, kept = run_child(db, args.memory_limit)
             # without that report, a later command reads the session's tables from the run
-            # cache (analysis/run_cache.py) and builds every section from them
+            # cache (analysis/report/run_cache.py) and builds every section from them
             for path in Path(f"{db}.cache").glob("report-*.json"):
                 path.unlink()
             _, warm_cpu, warm_rss, warm = run_child(db, args.memory_limit)

@@ -5,7 +5,7 @@ over 10 steps, stored directly as rows). In one process: the run's analysis sess
 tables (the run cache turned off), then each way of keeping them writes every table and reads
 it back into TEMP tables, timed in wall seconds, with its size on disk:
 
-* `run_cache` (what analysis/run_cache.py does: Parquet with snappy, a manifest, renamed into
+* `run_cache` (what analysis/report/run_cache.py does: Parquet with snappy, a manifest, renamed into
   place; read back with its type checks), Parquet uncompressed, and a DuckDB file (ATTACH).
 
 Then one read of each cached macro through its dispatch (analysis/dispatch.py) against the same
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
 os.environ["COMMWALL_CACHE"] = "0"  # the session computes; the writes below are timed apart
 
-from analysis import run_cache, session  # noqa: E402
-from analysis.db import open_db  # noqa: E402
-from analysis.dispatch import table  # noqa: E402
+from commwall.analysis.db import open_db  # noqa: E402
+from commwall.analysis.dispatch import table  # noqa: E402
+from commwall.analysis.report import run_cache, session  # noqa: E402
 
 
 def size_mb(path: Path) -> float:

@@ -30,8 +30,8 @@ sys.path.append(str(ROOT / "tests"))
 
 from synthetic_traces import Scenario, insert_run, simulate  # noqa: E402
 
-from analysis.db import open_db  # noqa: E402
-from ingest import store  # noqa: E402
+from commwall.analysis.db import open_db  # noqa: E402
+from commwall.ingest import store  # noqa: E402
 
 QUERIES = {
     "startup (no query)": "SELECT 1",

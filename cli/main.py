@@ -1,6 +1,6 @@
-"""`commwall` command line. Each subcommand lives in cli/commands/<name>.py and defines
-`add_parser(subparsers)`; the parser's `func(args) -> int` runs it. Data goes to stdout, logs
-and progress to stderr."""
+"""`commwall` command line (`commwall`, `python -m commwall`). Each subcommand lives in
+cli/commands/<name>.py and defines `add_parser(subparsers)`; the parser's `func(args) -> int`
+runs it. Data goes to stdout, logs and progress to stderr."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import importlib
 import pkgutil
 import sys
 
-import addrspace
-from cli import commands
-from cli.commands._output import setup_logging, unexpected
+import commwall.addrspace as addrspace
+from commwall import __version__
+from commwall.cli import commands
+from commwall.cli.commands._output import setup_logging, unexpected
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -24,9 +25,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="commwall",
         description="Did your distributed training run hit the communication wall, and why?",
     )
+    parser.add_argument("--version", action="version", version=f"commwall {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in [command] if command in names else names:
-        importlib.import_module(f"cli.commands.{name}").add_parser(sub)
+        importlib.import_module(f"commwall.cli.commands.{name}").add_parser(sub)
     return parser
 
 

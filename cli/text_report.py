@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.checklist import ordered
-from analysis.collectives import matching_sentence
-from dashboard.hang_text import render_hang
-from dashboard.nccl_text import render_nccl
+from commwall.analysis.collectives.instances import matching_sentence
+from commwall.analysis.report.checklist import ordered
+from commwall.dashboard.hang_text import render_hang
+from commwall.dashboard.nccl_text import render_nccl
 
 Table = Callable[[pd.DataFrame], str]
 

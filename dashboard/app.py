@@ -10,8 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import nav, session
-from dashboard.database import StoreBusy
+from commwall.dashboard import nav, session
+from commwall.dashboard.database import StoreBusy
 
 # A file of the package, served by the app itself: a `:material/…:` or emoji icon would be
 # fetched from a font CDN on every page (an error offline, as on many clusters).

@@ -14,12 +14,12 @@ from contextlib import contextmanager
 import pandas as pd
 import streamlit as st
 
-from analysis import whatif
-from analysis.api import Prepared, Run, Store
-from analysis.model.scenario import Scenario
-from analysis.report_types import Report
-from analysis.units import NS_PER_MS
-from dashboard.database import StoreFile, db_path
+from commwall.analysis.api import Prepared, Run, Store
+from commwall.analysis.model import whatif
+from commwall.analysis.model.scenario import Scenario
+from commwall.analysis.report.shape import Report
+from commwall.analysis.units import NS_PER_MS
+from commwall.dashboard.database import StoreFile, db_path
 
 
 @st.cache_resource(show_spinner=False)
@@ -80,7 +80,7 @@ PREPARED_VIEWS = ("instances",)
 
 @st.cache_resource(show_spinner="Analysing the run…", max_entries=32)
 def prepared(path: str, run: str, fp: tuple) -> Prepared:
-    """The report of `run` (analysis.report.build_report's dict, sections that fail recorded
+    """The report of `run` (analysis.report.build.build_report's dict, sections that fail recorded
     under `analysis_errors`) with PREPARED_TABLES, PREPARED_VIEWS and the model scenario. Held
     as one shared object, not copied per page visit (a 64-rank report takes longer to unpickle
     than most pages take to draw): pages only read it."""
@@ -97,7 +97,7 @@ def report(path: str, run: str, fp: tuple) -> Report:
 def step_timeline(
     path: str, run: str, fp: tuple, step: int, ranks: tuple[int, ...]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Busy tracks and collective calls of `ranks` in `step` (analysis.timeline)."""
+    """Busy tracks and collective calls of `ranks` in `step` (analysis.steps.timeline)."""
     done = prepared(path, run, fp).tracks.get((step, ranks))
     if done is not None:
         return done
@@ -110,7 +110,7 @@ def window_timeline(
     path: str, run: str, fp: tuple, window: int, n: int, ranks: tuple[int, ...]
 ) -> tuple[pd.DataFrame, float, float] | None:
     """Busy tracks of `ranks` in window `window` of the run's span cut in `n`
-    (analysis.timeline.windows), with the window's start (ms after the span's start) and
+    (analysis.steps.timeline.windows), with the window's start (ms after the span's start) and
     length (ms); None when the run has no timeline activity."""
     with run_of(path, run) as r:
         cuts = r.windows(n)
@@ -143,7 +143,7 @@ def _known_scenario(path: str, run: str, fp: tuple) -> Scenario:
 def whatif_prediction(
     path: str, run: str, fp: tuple, knobs: tuple[tuple[str, float], ...], idle_ms: float
 ) -> dict:
-    """analysis.whatif.predicted of the run's scenario with `knobs` set."""
+    """analysis.model.whatif.predicted of the run's scenario with `knobs` set."""
     return whatif.predicted(whatif.with_knobs(_known_scenario(path, run, fp), dict(knobs)), idle_ms)
 
 
@@ -157,7 +157,7 @@ def whatif_curve(
     others: tuple[tuple[str, float], ...],
     idle_ms: float,
 ) -> pd.DataFrame:
-    """analysis.whatif.curve of the run's scenario with the `others` knobs set."""
+    """analysis.model.whatif.curve of the run's scenario with the `others` knobs set."""
     s = whatif.with_knobs(_known_scenario(path, run, fp), dict(others))
     return whatif.curve(s, knob, list(values), idle_ms)
 

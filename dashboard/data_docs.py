@@ -1,6 +1,6 @@
 """Cached accessors for the Compare and Export pages: the diff of several runs, the
-post-mortem document and the merged timeline (analysis.diff, analysis.postmortem,
-analysis.perfetto). Keyed like dashboard/data.py: store path plus each run's fingerprint."""
+post-mortem document and the merged timeline (analysis.compare.diff, analysis.report.postmortem,
+analysis.report.perfetto). Keyed like dashboard/data.py: store path plus each run's fingerprint."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analysis.diff import diff_tables
-from dashboard.data import reading, report, run_of, store
+from commwall.analysis.compare.diff import diff_tables
+from commwall.dashboard.data import reading, report, run_of, store
 
 
 @st.cache_data(show_spinner="Comparing the runs…", max_entries=16)
 def diff(path: str, runs: tuple[str, ...], fps: tuple[tuple, ...]) -> dict[str, pd.DataFrame]:
-    """analysis.diff's tables of `runs` (the first is the baseline)."""
+    """analysis.compare.pair.diff's tables of `runs` (the first is the baseline)."""
     reports = [report(path, r, fp) for r, fp in zip(runs, fps, strict=True)]
     with reading(path) as s:
         facts = [s.run(r).facts(rep) for r, rep in zip(runs, reports, strict=True)]
@@ -26,7 +26,7 @@ def diff(path: str, runs: tuple[str, ...], fps: tuple[tuple, ...]) -> dict[str, 
 @st.cache_data(show_spinner="Writing the post-mortem…", max_entries=16)
 def document(path: str, run: str, fp: tuple, fmt: str, baseline: str | None, bfp: tuple) -> str:
     """The post-mortem of `run` (against `baseline` when given) as HTML or Markdown."""
-    from dashboard.export import postmortem  # noqa: PLC0415 (charts: only this page)
+    from commwall.dashboard.export import postmortem  # noqa: PLC0415 (charts: only this page)
 
     with store(path).reading() as con:
         return postmortem(con, run, fmt, baseline)

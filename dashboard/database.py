@@ -21,9 +21,9 @@ from pathlib import Path
 
 import duckdb
 
-import addrspace
-from analysis import db
-from ingest import store
+import commwall.addrspace as addrspace
+from commwall.analysis import db
+from commwall.ingest import store
 
 DB_ENV = "COMMWALL_DB"
 UPLOAD_ENV = "COMMWALL_UPLOAD_DIR"

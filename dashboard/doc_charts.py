@@ -19,8 +19,8 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-import addrspace
-from dashboard.charts import KIND_COLORS, LEGEND
+import commwall.addrspace as addrspace
+from commwall.dashboard.charts import KIND_COLORS, LEGEND
 
 WIDTH = 620
 PART_COLORS = alt.Scale(

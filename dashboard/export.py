@@ -1,7 +1,7 @@
 """The post-mortem of a run (or of a run against a baseline) as one self-contained HTML page or
 a Markdown file.
 
-Formatting only: the numbers are the report's and analysis/postmortem.py's. The HTML has no
+Formatting only: the numbers are the report's and analysis/report/postmortem.py's. The HTML has no
 scripts and no external requests: charts are inline SVG rendered by vl-convert (under an
 address-space limit in a child process, or left out with a sentence saying why: doc_charts),
 styles are inline, and it prints to PDF (A4). Every string from the data is escaped (HTML:
@@ -17,11 +17,12 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import summary, whatif
-from analysis.checklist import evaluate
-from analysis.diff import change_sentence
-from analysis.safe_text import visible
-from analysis.verdict import verdict
+from commwall.analysis.compare.diff import change_sentence
+from commwall.analysis.model import whatif
+from commwall.analysis.report.checklist import evaluate
+from commwall.analysis.safe_text import visible
+from commwall.analysis.steps import summary
+from commwall.analysis.steps.verdict import verdict
 
 #: Report keys with a section of their own below; any other key is shown generically.
 HANDLED = {
@@ -61,7 +62,7 @@ def _rank_blocks(dec: Any) -> tuple[Any, int]:
     """The document's decomposition (rank, part, ms; or a "not available" string) with the
     ranks in blocks when there are too many to draw one bar each (charts.rank_block_size):
     each block's mean per part (summary.parts_per_rank_block); and the block size."""
-    from dashboard.charts import rank_block_size  # noqa: PLC0415 (charts: only documents)
+    from commwall.dashboard.charts import rank_block_size  # noqa: PLC0415 (charts: only documents)
 
     if not isinstance(dec, pd.DataFrame) or dec.empty:
         return dec, 1
@@ -324,7 +325,7 @@ def diff_sentence(diff: dict) -> str:
 
 def figures(data: dict) -> list[tuple[str, Callable[[], Any] | str]]:
     """(caption, chart builder or "not available" text) for every figure of the document."""
-    from dashboard import doc_charts as dc  # noqa: PLC0415 (charts: only documents)
+    from commwall.dashboard import doc_charts as dc  # noqa: PLC0415 (charts: only documents)
 
     report = data["report"]
     out: list[tuple[str, Callable[[], Any] | str]] = []
@@ -407,7 +408,7 @@ def _drawn(builds: list[Callable[[], Any] | str]) -> tuple[list[str], str | None
     section when no chart could be drawn at all (doc_charts.NotRendered: under an
     address-space limit V8 cannot reserve its memory); a chart that cannot be drawn must not
     cost the document."""
-    from dashboard.doc_charts import NotRendered, to_svgs  # noqa: PLC0415
+    from commwall.dashboard.doc_charts import NotRendered, to_svgs  # noqa: PLC0415
 
     bodies: list[str | None] = []
     specs: list[dict] = []
@@ -497,7 +498,7 @@ def _generic(value: Any) -> str:
 
 def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bool = True) -> str:
     """The document as one HTML page: inline CSS and SVG, no scripts or external resources.
-    `extra` is analysis.postmortem.postmortem_data's dict (less the report) for the figures
+    `extra` is analysis.report.postmortem.postmortem_data's dict (less the report) for the figures
     and, with a baseline, the before/after part; without it the figures that need the store
     say "not available"."""
     esc = html.escape
@@ -686,7 +687,7 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
 def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = None) -> str:
     """The post-mortem of run `run` of the store `con` (against run `baseline` when given) as
     HTML or Markdown."""
-    from analysis.api import Store  # noqa: PLC0415
+    from commwall.analysis.api import Store  # noqa: PLC0415
 
     data = Store.over(con).run(run).postmortem_data(baseline)
     report = data.pop("report")

@@ -1,4 +1,5 @@
-"""Plain-text rendering of the `hang` report section (formatting only; analysis/hang.py finds
+"""Plain-text rendering of the `hang` report section (formatting only; analysis/hangs/section.py
+finds
 everything)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from dashboard.nccl_text import ranges
+from commwall.dashboard.nccl_text import ranges
 
 Table = Callable[[pd.DataFrame], str]
 

@@ -1,4 +1,4 @@
-"""Plain-text rendering of the `nccl` report section (formatting only; analysis/nccl.py
+"""Plain-text rendering of the `nccl` report section (formatting only; analysis/nccl/section.py
 computes everything)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from analysis.nccl import ranges, test_sentence
+from commwall.analysis.nccl.section import ranges, test_sentence
 
 __all__ = ["ranges", "render_nccl"]
 

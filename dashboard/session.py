@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, nav
-from dashboard.database import StoreBusy
-from dashboard.ui import md
+from commwall.dashboard import data, nav
+from commwall.dashboard.database import StoreBusy
+from commwall.dashboard.ui import md
 
 RUN_KEY = "run"
 #: A page that wants another run selected (after an upload, a rename) sets this and reruns.
@@ -25,7 +25,7 @@ class RunView:
     path: str
     run: str
     fp: tuple
-    report: Mapping[str, Any]  # the typed Report (analysis.report_types), read as a mapping
+    report: Mapping[str, Any]  # the typed Report (analysis.report.shape), read as a mapping
 
 
 def run_picker() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from analysis.safe_text import visible, visible_column
-from dashboard import figures
+from commwall.analysis.safe_text import visible, visible_column
+from commwall.dashboard import figures
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&\"'])")
 
@@ -116,7 +116,7 @@ def prose(df: pd.DataFrame, text: str, where: Any = st) -> None:
         where.markdown(f"{head}: {md(row.get(text) or '—')}")
 
 
-#: How the Overview titles each topic of the diagnosis (analysis.diagnosis `points`).
+#: How the Overview titles each topic of the diagnosis (analysis.report.diagnosis `points`).
 POINT_TITLES = {
     "hang": "Hang",
     "what": "What dominates",

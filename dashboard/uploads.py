@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dashboard.database import StoreFile
-from ingest import store
-from ingest.errors import IngestError
-from ingest.formats import registry as formats
-from ingest.parsed import Parsed
+from commwall.dashboard.database import StoreFile
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.parsed import Parsed
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 80

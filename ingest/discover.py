@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from ingest.errors import IngestError
+from commwall.ingest.errors import IngestError
 
 #: Names skipped when walking a directory (licence notices, READMEs, ground-truth JSON).
 SKIP_NAMES = ("LICENSE", "NOTICE", "README", "ground_truth")

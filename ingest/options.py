@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.sources import DEFAULT_MAX_BYTES
+from commwall.ingest.sources import DEFAULT_MAX_BYTES
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ TABLES: dict[str, pa.Schema] = {
 
 def ddl() -> str:
     """All CREATE statements of the store: schema.sql, then each format's schema_<name>.sql."""
-    root = files("ingest")
+    root = files("commwall.ingest")
     names = sorted(
         p.name for p in root.iterdir() if p.name.startswith("schema") and p.name.endswith(".sql")
     )

@@ -15,7 +15,7 @@ try:  # ISA-L inflate is 3-5x faster than zlib's; same API
 except ImportError:  # pragma: no cover
     import zlib  # type: ignore[no-redef]  # the same API under the name isal's took
 
-from ingest.errors import IngestError
+from commwall.ingest.errors import IngestError
 
 #: What inflating corrupt data raises (isal's stub declares it an instance, not a class).
 ZLIB_ERROR: type[Exception] = zlib.error  # type: ignore[assignment]

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 
 import duckdb
 
-import addrspace
-from ingest.errors import IngestError, log_parser_failure, parser_failure
-from ingest.exec import forked, heap, parallel
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.schema import SCHEMA_VERSION, ddl
-from ingest.sources import refuse_by_size, sha256_of
+import commwall.addrspace as addrspace
+from commwall.ingest.errors import IngestError, log_parser_failure, parser_failure
+from commwall.ingest.exec import forked, heap, parallel
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.schema import SCHEMA_VERSION, ddl
+from commwall.ingest.sources import refuse_by_size, sha256_of
 
 T = TypeVar("T")
 

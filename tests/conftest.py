@@ -32,8 +32,8 @@ def memory_store():
     """An in-memory store with the full schema and the analysis macros loaded."""
     import duckdb
 
-    from analysis.db import load_modules
-    from ingest.schema import ddl
+    from commwall.analysis.db import load_modules
+    from commwall.ingest.schema import ddl
 
     con = duckdb.connect()
     con.execute(ddl())
@@ -43,8 +43,8 @@ def memory_store():
 def analysis_store(path: Path, sets: tuple[Path, ...]):
     """A store at `path` with each directory of `sets` ingested as a run named after it, opened
     for analysis (the caller closes it)."""
-    from analysis.db import open_db
-    from ingest import discover, store
+    from commwall.analysis.db import open_db
+    from commwall.ingest import discover, store
 
     w = store.connect(path)
     for d in sets:
@@ -73,6 +73,6 @@ def _no_kept_reports(request, monkeypatch):
     those of the cache itself (tests/test_report_cache.py); a command run in a process of its
     own (the CLI in a subprocess, the browser tests' server) uses it as users do."""
     if request.module.__name__ != "test_report_cache":
-        from analysis import report_cache
+        from commwall.analysis.report import cache as report_cache
 
         monkeypatch.setattr(report_cache, "ENABLED", False)

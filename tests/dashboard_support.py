@@ -12,10 +12,10 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import db
-from analysis.report import build_report, steps_section
-from dashboard.ui import fmt_ms, fmt_ratio
-from ingest import discover, store
+from commwall.analysis import db
+from commwall.analysis.report.build import build_report, steps_section
+from commwall.dashboard.ui import fmt_ms, fmt_ratio
+from commwall.ingest import discover, store
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -89,7 +89,7 @@ def overview_metrics(s: dict) -> dict[str, str]:
 def commwall_cmd() -> list[str]:
     """How to start the `commwall` CLI of this environment."""
     exe = Path(sys.executable).with_name("commwall")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "commwall"]
 
 
 class Server:

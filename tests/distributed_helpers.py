@@ -10,13 +10,13 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import db
-from analysis.report import build_report
-from ingest import store
-from ingest.exec import cluster, distributed
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
+from commwall.analysis import db
+from commwall.analysis.report.build import build_report
+from commwall.ingest import store
+from commwall.ingest.exec import cluster, distributed
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
 
 
 def report_of(db_path: Path, run: str) -> dict:

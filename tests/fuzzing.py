@@ -185,8 +185,8 @@ class _Session:
     input is ingested as run "f" and deleted afterwards."""
 
     def __init__(self) -> None:
-        from analysis.db import load_modules  # noqa: PLC0415 (the worker imports once)
-        from ingest import store  # noqa: PLC0415
+        from commwall.analysis.db import load_modules  # noqa: PLC0415 (the worker imports once)
+        from commwall.ingest import store  # noqa: PLC0415
 
         self.con = load_modules(store.connect(":memory:"))
 
@@ -197,11 +197,11 @@ _SESSION: list[_Session] = []
 def run_one(path: Path, report: bool = True) -> dict:
     """Ingest `path` as run "f" of the worker's in-memory store, check what was stored and,
     with `report`, build the report: the outcome."""
-    from analysis.report import build_report  # noqa: PLC0415
-    from ingest import store  # noqa: PLC0415
-    from ingest.errors import IngestError  # noqa: PLC0415
-    from ingest.options import ParseOptions  # noqa: PLC0415
-    from ingest.schema import MAX_NS  # noqa: PLC0415
+    from commwall.analysis.report.build import build_report  # noqa: PLC0415
+    from commwall.ingest import store  # noqa: PLC0415
+    from commwall.ingest.errors import IngestError  # noqa: PLC0415
+    from commwall.ingest.options import ParseOptions  # noqa: PLC0415
+    from commwall.ingest.schema import MAX_NS  # noqa: PLC0415
 
     if not _SESSION:
         _SESSION.append(_Session())
@@ -240,10 +240,10 @@ def _raw_controls(report: dict) -> str | None:
     """Where the text the CLI prints of `report` (the whole report, the NCCL and hang pages)
     holds a control character a terminal would act on; None when nowhere. Rendering the pages
     also checks that no odd value takes a page down."""
-    from cli.commands._output import fmt_table, printable  # noqa: PLC0415
-    from cli.text_report import render_text  # noqa: PLC0415
-    from dashboard.hang_text import render_hang  # noqa: PLC0415
-    from dashboard.nccl_text import render_nccl  # noqa: PLC0415
+    from commwall.cli.commands._output import fmt_table, printable  # noqa: PLC0415
+    from commwall.cli.text_report import render_text  # noqa: PLC0415
+    from commwall.dashboard.hang_text import render_hang  # noqa: PLC0415
+    from commwall.dashboard.nccl_text import render_nccl  # noqa: PLC0415
 
     pages = {
         "report": lambda: render_text(report, fmt_table),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis import db
-from ingest import store
+from commwall.analysis import db
+from commwall.ingest import store
 
 
 def ingest_set(d: Path, tmp: Path):

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.db import load_modules
-from analysis.nccl import nccl_section
-from ingest import store
+from commwall.analysis.db import load_modules
+from commwall.analysis.nccl.section import nccl_section
+from commwall.ingest import store
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl"
 FACTS = ("versions", "nranks", "inter_node", "network", "gdr", "transports", "warnings",

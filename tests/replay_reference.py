@@ -1,4 +1,4 @@
-"""The what-if replay as it was before it was vectorised (analysis/replay.py at commit aa43b44):
+"""The what-if replay as it was before it was vectorised (analysis/replay/engine.py at commit aa43b44):
 the steps loaded into per-rank chains of Python objects, then a memoised recursion over every
 call, once per what-if. Kept, unchanged, only as the reference that
 tests/test_replay_reference.py holds the vectorised replay to, to the nanosecond. It reads the
@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from analysis.replay import WhatIf, _busy_rows, _sample_steps
+from commwall.analysis.replay.engine import WhatIf, _busy_rows, _sample_steps
 
 
 @dataclass

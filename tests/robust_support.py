@@ -20,7 +20,7 @@ SAMPLES = ROOT / "sample_traces"
 
 def cli(*argv: str) -> list[str]:
     """The command line running `commwall ARGV` with this interpreter."""
-    return [sys.executable, "-m", "cli.main", *argv]
+    return [sys.executable, "-m", "commwall", *argv]
 
 
 def snapshot(db: Path, run: str) -> list[tuple]:
@@ -117,7 +117,7 @@ class FailsOn:
         self.name = name
 
     def __call__(self, path: Path, opts: object) -> object:
-        from ingest.formats import registry as formats  # noqa: PLC0415 (on the worker)
+        from commwall.ingest.formats import registry as formats  # noqa: PLC0415 (on the worker)
 
         if path.name == self.name:
             raise KeyError("a parser bug")

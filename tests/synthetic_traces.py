@@ -24,7 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ingest.schema import ACTIVITIES, COLLECTIVES, RANKS, STEPS
+from commwall.ingest.schema import ACTIVITIES, COLLECTIVES, RANKS, STEPS
 
 BASE_NS = 1_750_000_000_000_000_000  # baseTimeNanoseconds of every file
 T0_NS = 1_000_000_000  # true time of the first step, relative to BASE_NS
@@ -355,7 +355,7 @@ def insert_run(con: duckdb.DuckDBPyConnection, name: str, sim: Sim) -> int:
 def small_runs(db: Path, names: str = "abc") -> Path:
     """A store file `db` holding one small generated run per letter of `names` (2 ranks on one
     host, 2 steps, a seed per run, so that no two are alike), runs 1, 2, … in that order."""
-    from ingest import store
+    from commwall.ingest import store
 
     with store.connect(db) as con:
         for i, name in enumerate(names):

@@ -21,7 +21,7 @@ import msgspec
 import pytest
 from conftest import ROOT, SAMPLES
 
-import addrspace
+import commwall.addrspace as addrspace
 
 PRLIMIT = shutil.which("prlimit")
 pytestmark = pytest.mark.skipif(PRLIMIT is None, reason="needs prlimit (util-linux)")
@@ -53,7 +53,7 @@ def _capped(
 
 
 def _commwall(*args: str, limit: str | int = CAP, **env: str) -> subprocess.CompletedProcess:
-    done = _capped([sys.executable, "-m", "cli", *args], limit, **env)
+    done = _capped([sys.executable, "-m", "commwall", *args], limit, **env)
     assert done.returncode == 0, f"commwall {' '.join(args)}: {done.returncode}\n{done.stderr}"
     return done
 
@@ -101,9 +101,9 @@ def test_every_connection_under_a_limit_is_sized_after_it(tmp_path):
     worker, nor sizes its memory after the machine's."""
     db = tmp_path / "s.duckdb"
     code = (
-        "import json, os, addrspace\n"
-        "from ingest import store\n"
-        "from analysis import db\n"
+        "import json, os\nimport commwall.addrspace as addrspace\n"
+        "from commwall.ingest import store\n"
+        "from commwall.analysis import db\n"
         f"w = store.connect({str(db)!r}); w.close()\n"
         f"con = db.open_db({str(db)!r})\n"
         f"print(json.dumps([list(con.execute({SETTINGS!r}).fetchone()),\n"

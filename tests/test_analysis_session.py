@@ -1,4 +1,4 @@
-"""The run's analysis session (analysis/session.py) changes how often the heavy macros run, never
+"""The run's analysis session (analysis/report/session.py) changes how often the heavy macros run, never
 their answers: every cached macro gives the same rows inside a session as outside, another run
 of the store is unaffected, sessions nest, and the macros are restored on exit. The what-if
 replay of a run with more calls than its budget replays evenly spaced steps."""
@@ -10,9 +10,9 @@ import pytest
 from conftest import memory_store
 from synthetic_traces import Scenario, insert_run, simulate
 
-from analysis import replay
-from analysis.db import defined_macros, has_macro
-from analysis.session import CACHED, run_session
+from commwall.analysis.db import defined_macros, has_macro
+from commwall.analysis.replay import engine as replay
+from commwall.analysis.report.session import CACHED, run_session
 
 RUNS = {
     "a": Scenario(hosts=2, ranks_per_host=3, steps=4, straggler=4, clock_offsets_us=(0, 900.0)),

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import synthetic_traces as syn
 
-from analysis.api import Store
-from analysis.db import RunNotFound
-from analysis.report import SECTIONS
-from ingest import store
+from commwall.analysis.api import Store
+from commwall.analysis.db import RunNotFound
+from commwall.analysis.report.build import SECTIONS
+from commwall.ingest import store
 
 # 2 hosts × 2 ranks, 3 steps of 4 collectives; rank labels shuffled against process order
 SCN = syn.Scenario(

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from conftest import DLRM
 
-from cli.main import main
+from commwall.cli.main import main
 
 GOOD = sorted(DLRM.glob("*.gz"))
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import DLRM, SAMPLES
 
-from cli.main import build_parser, main
+from commwall.cli.main import build_parser, main
 
 RANK_KEYS = {
     "rank", "tau_comp_ms", "tau_comm_ms", "overlap_ms", "eta", "gamma",
@@ -134,7 +134,7 @@ def test_long_text_tables_show_the_top_rows_and_count_the_rest(n, shown):
     """Above MAX_TEXT_ROWS (40) rows a text table shows the rows first by its key (here the
     slowest rank-steps: step_ms = rank, so ranks n-1 down to n-40) and counts the rest; 40 or
     fewer rows are shown whole, in their own order."""
-    from cli.text_report import render_text  # noqa: PLC0415
+    from commwall.cli.text_report import render_text  # noqa: PLC0415
 
     steps = [{"rank": r, "step": 1, "step_ms": float(r)} for r in range(n)]
     text = render_text({"run": "r", "steps": steps}, lambda df: df.to_string(index=False))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.classify import comm_regex
-from ingest.collective_names import kernel_algo, kernel_op, normalize_op
+from commwall.ingest.classify import comm_regex
+from commwall.ingest.collective_names import kernel_algo, kernel_op, normalize_op
 
 KERNELS = [
     # (name, op, algo) — one per NCCL naming era (KINETO.md §9)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import DLRM
 
-from cli.main import main
+from commwall.cli.main import main
 
 
 @pytest.fixture(scope="module")

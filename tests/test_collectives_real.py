@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from conftest import DATA, DLRM, SAMPLES, analysis_store
 
-from analysis.collectives import clock_check, clock_offsets, collective_instances
-from analysis.db import run_id
+from commwall.analysis.collectives.instances import clock_check, clock_offsets, collective_instances
+from commwall.analysis.db import run_id
 
 GLOO = SAMPLES / "gloo_4rank_compute"
 # STRAGGLERS.md §5: total wait per rank (µs) in the DLRM set, from raw (unaligned) starts
@@ -119,7 +119,7 @@ def test_no_bandwidth_from_calls_that_pair_different_messages(tmp_path):
     [[339738624]] unsigned char, [[2846720]] int, [[384]] long, [[394073856]] unsigned char:
     paired by order, no two agree. Their bus bandwidth (0.137 GB/s, from a 3 KB call "moving"
     339 MB) was quoted in the diagnosis as the alltoall's."""
-    from analysis.report import build_report
+    from commwall.analysis.report.build import build_report
 
     d = DATA / "kineto/hta_trace_filter_2rank"
     con = analysis_store(tmp_path / "store.duckdb", (d,))
@@ -135,7 +135,7 @@ def test_a_job_traced_on_few_of_its_ranks_says_transfer_includes_their_waiting(t
     """The same set: `distributedInfo` says world_size 128 (both files), 2 ranks traced. Every
     collective waits for the 126 others, and that waiting shows as transfer; the headline said
     "mostly data transfer"."""
-    from analysis.report import build_report
+    from commwall.analysis.report.build import build_report
 
     d = DATA / "kineto/hta_trace_filter_2rank"
     con = analysis_store(tmp_path / "store.duckdb", (d,))

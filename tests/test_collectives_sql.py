@@ -349,7 +349,7 @@ def test_op_bandwidth_only_from_trusted_instances(con, case, calls, expected):
 def test_op_mismatch_counted_only_where_a_sequence_key_can_show_it(con):
     """A rank calling another op under one seq is an op mismatch; matched by order (no seq), the
     same fault leaves two incomplete instances and no op mismatch can be seen: "not checked"."""
-    from analysis.collectives import collectives_section, matching_sentence
+    from commwall.analysis.collectives.instances import collectives_section, matching_sentence
 
     load(con, [call(0, 0, 10, seq=5, src="Seq"), call(1, 0, 10, "allgather", seq=5, src="Seq")])
     m = collectives_section(con, 1)["matching"]

@@ -36,8 +36,23 @@ FACADE_ONLY = {
 }  # fmt: skip
 
 
+#: The project's layers as its modules name them (commwall.<layer>...).
+LAYERS = {"addrspace", "ingest", "analysis", "dashboard", "cli"}
+
+
 def modules(package: str) -> list[Path]:
+    if package == "addrspace":
+        return [ROOT / "commwall" / "addrspace.py"]
     return sorted((ROOT / package).rglob("*.py"))
+
+
+def layer(name: str) -> str | None:
+    """The project layer a module name `name` belongs to (`commwall.analysis.db` -> analysis),
+    or None for anything else."""
+    parts = name.split(".")
+    if parts[0] == "commwall" and len(parts) > 1 and parts[1] in LAYERS:
+        return parts[1]
+    return None
 
 
 def imported(tree: ast.AST) -> list[tuple[int, str]]:
@@ -65,7 +80,7 @@ def violations(package: str, forbidden: set[str]) -> list[str]:
     for path in modules(package):
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for line, name in imported(tree):
-            if name.split(".")[0] in forbidden:
+            if layer(name) in forbidden:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     return bad
 
@@ -73,6 +88,20 @@ def violations(package: str, forbidden: set[str]) -> list[str]:
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_package_imports_stay_inside_its_layer(package):
     assert violations(package, FORBIDDEN[package]) == []
+
+
+def test_every_import_of_the_project_goes_through_the_commwall_package():
+    """A bare `import analysis` from a checkout would load a second copy of a module beside
+    `commwall.analysis` (and fail once installed): every import names `commwall.`."""
+    bare = []
+    for folder in (*sorted(LAYERS - {"addrspace"}), "commwall", "tests", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if folder == "commwall" and path.parent != ROOT / "commwall":
+                continue  # the links to the layers, checked there
+            for line, name in imported(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                if name.split(".")[0] in LAYERS:
+                    bare.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert bare == []
 
 
 def page_sql(path: Path) -> tuple[list[str], set[str]]:
@@ -133,14 +162,17 @@ def test_front_ends_read_runs_through_the_facade():
 def test_imports_are_found_wherever_they_are(tmp_path):
     src = (
         "import os\n"
-        "from analysis.db import open_db\n"
+        "from commwall.analysis.db import open_db\n"
         "def f():\n"
-        "    import dashboard.ui\n"
-        "    return importlib.import_module('analysis.report')\n"
+        "    import commwall.dashboard.ui\n"
+        "    return importlib.import_module('commwall.analysis.report')\n"
         "from . import sibling\n"
     )
     names = [n for _, n in imported(ast.parse(src))]
-    assert sorted(names) == ["analysis.db", "analysis.report", "dashboard.ui", "os"]
+    assert sorted(names) == [
+        "commwall.analysis.db", "commwall.analysis.report", "commwall.dashboard.ui", "os"
+    ]  # fmt: skip
+    assert [layer(n) for n in sorted(names)] == ["analysis", "analysis", "dashboard", None]
 
 
 def test_a_page_with_sql_is_caught(tmp_path):
@@ -148,7 +180,7 @@ def test_a_page_with_sql_is_caught(tmp_path):
     page.write_text(
         "import duckdb\n"
         "rows = con.execute('SELECT rank FROM steps WHERE run_id = ?', [1]).df()\n"
-        "from dashboard import data\n"
+        "from commwall.dashboard import data\n"
         "x = data.macro_rows(path, run, fp, 'rank_step_wait')\n"
         "r = build_report(con, 'run')\n"
         "title = 'Select a run from the list'\n"

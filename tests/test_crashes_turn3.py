@@ -14,11 +14,11 @@ import sys
 import pytest
 from conftest import DATA, SAMPLES
 
-from analysis.safe_text import printable, visible
-from cli.main import main
-from ingest import store
-from ingest.errors import IngestError, shown_name
-from ingest.options import ParseOptions
+from commwall.analysis.safe_text import printable, visible
+from commwall.cli.main import main
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError, shown_name
+from commwall.ingest.options import ParseOptions
 
 TURN3 = DATA / "crashes" / "turn3"
 #: Bytes a terminal acts on: ESC, BEL, the 8-bit C1 introducers (CSI, DCS, OSC, ST) and the rest
@@ -35,7 +35,7 @@ SEQUENCES = ["\x1b]52;c;cHduZWQ=\x07", "\x1b]0;title\x07", "\x1b[2J", "\x1b[6n",
 
 def cli(*args: str, cap: int | None = None) -> subprocess.CompletedProcess[str]:
     """`commwall ARGS` in a fresh process (under an address-space cap where given)."""
-    cmd = [sys.executable, "-m", "cli", *args]
+    cmd = [sys.executable, "-m", "commwall", *args]
     if cap is not None:
         if not shutil.which("prlimit"):
             pytest.skip("prlimit is not installed")

@@ -9,12 +9,15 @@ from conftest import DLRM, SAMPLES, memory_store
 from dashboard_support import ingest_dir, report_of
 from nccl_log_gen import Job, make_log
 
-from analysis import checklist, collectives, db, summary, timeline
-from analysis.compare import compare
-from analysis.nccl import empty_section
-from analysis.outliers import flag_outliers, robust_z
-from analysis.report import SECTIONS, build_report
-from analysis.verdict import EXPOSED_SHARE_LIMIT, verdict
+from commwall.analysis import db
+from commwall.analysis.collectives import instances as collectives
+from commwall.analysis.collectives.outliers import flag_outliers, robust_z
+from commwall.analysis.compare.pair import compare
+from commwall.analysis.nccl.section import empty_section
+from commwall.analysis.report import checklist
+from commwall.analysis.report.build import SECTIONS, build_report
+from commwall.analysis.steps import summary, timeline
+from commwall.analysis.steps.verdict import EXPOSED_SHARE_LIMIT, verdict
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +142,7 @@ def test_exposed_comm_points_at_the_remedy(summary, extra, expected, action):
 
 
 def nccl(**changes):
-    """An nccl section of a run with logs (analysis.nccl's shape) with `changes` applied."""
+    """An nccl section of a run with logs (analysis.nccl.section's shape) with `changes` applied."""
     return {**empty_section(), "present": True, "hint": None, "files": 1, **changes}
 
 

@@ -20,16 +20,16 @@ from nccl_log_gen import Job, make_log
 from streamlit.testing.v1 import AppTest
 from synthetic_traces import Scenario, insert_run, simulate
 
-from analysis import whatif
-from analysis.api import Store
-from analysis.checklist import evaluate
-from analysis.compare import compare
-from analysis.db import load_modules, run_id
-from analysis.model.section import run_scenario
-from dashboard import nav
-from dashboard.database import DB_ENV, UPLOAD_ENV
-from dashboard.ui import fmt_ms, md
-from ingest import store as ingest_store
+from commwall.analysis.api import Store
+from commwall.analysis.compare.pair import compare
+from commwall.analysis.db import load_modules, run_id
+from commwall.analysis.model import whatif
+from commwall.analysis.model.section import run_scenario
+from commwall.analysis.report.checklist import evaluate
+from commwall.dashboard import nav
+from commwall.dashboard.database import DB_ENV, UPLOAD_ENV
+from commwall.dashboard.ui import fmt_ms, md
+from commwall.ingest import store as ingest_store
 
 APP = str(ROOT / "dashboard" / "app.py")
 EVIL = "<img src=x onerror=alert(1)> **bold** [x](http://example.com) $x$ :red[r]"

@@ -11,10 +11,10 @@ import pytest
 from conftest import DLRM, ROOT, SAMPLES
 from dashboard_support import ingest_dir, report_of
 
-from analysis.db import open_db
-from cli.commands import serve
-from cli.main import main
-from dashboard.export import postmortem, render_html, render_markdown
+from commwall.analysis.db import open_db
+from commwall.cli.commands import serve
+from commwall.cli.main import main
+from commwall.dashboard.export import postmortem, render_html, render_markdown
 
 EVIL = "<script>alert(1)</script> **x** | y"
 

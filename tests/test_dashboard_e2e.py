@@ -31,8 +31,8 @@ from dashboard_support import (
 from dashboard_support import open_page as support_open_page
 from synthetic_traces import Scenario, simulate, write_kineto
 
-from dashboard import nav
-from ingest import discover
+from commwall.dashboard import nav
+from commwall.ingest import discover
 
 pytestmark = [
     pytest.mark.e2e,

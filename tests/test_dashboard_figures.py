@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import streamlit as st
 
-from dashboard import charts, figures
+from commwall.dashboard import charts, figures
 
 BUILDS: list[int] = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.checklist import ordered
-from dashboard.ui import findings, md_code, nccl_hint, traces_hint
+from commwall.analysis.report.checklist import ordered
+from commwall.dashboard.ui import findings, md_code, nccl_hint, traces_hint
 
 
 def test_checklist_items_needing_attention_come_first_in_their_own_order():
@@ -39,7 +39,7 @@ def test_hints_say_what_the_run_lacks_not_what_it_already_has():
 
 
 def test_tables_drop_empty_columns_and_show_a_dash_for_missing_text(monkeypatch):
-    import dashboard.ui as ui
+    import commwall.dashboard.ui as ui
 
     shown = {}
 

@@ -10,8 +10,8 @@ from conftest import DATA, DLRM, SAMPLES
 from dashboard_support import ingest_dir, report_of, steps_of, upload_files
 from nccl_log_gen import Job, make_log
 
-from dashboard import uploads
-from dashboard.database import StoreBusy, StoreFile
+from commwall.dashboard import uploads
+from commwall.dashboard.database import StoreBusy, StoreFile
 
 
 @pytest.fixture

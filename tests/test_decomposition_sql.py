@@ -1,5 +1,5 @@
 """Table-driven tests of the step decomposition (analysis/sql/decomposition.sql) and of the
-what-if replay (analysis/replay.py) on a tiny two-rank store whose answers are worked out by
+what-if replay (analysis/replay/engine.py) on a tiny two-rank store whose answers are worked out by
 hand in the comments."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from conftest import memory_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.replay import WhatIf, _load, job_step, replay, standard_whatifs
+from commwall.analysis.replay.engine import WhatIf, _load, job_step, replay, standard_whatifs
 
 PARTS = (
     "compute_only_ns",

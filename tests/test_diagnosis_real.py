@@ -11,10 +11,10 @@ import pytest
 from conftest import DATA, DLRM, SAMPLES
 from kineto_truth import arrivals, collective_starts, events, ns
 
-from analysis.db import open_db, run_id
-from analysis.report import build_report
-from cli.text_report import render_text
-from ingest import discover, store
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.report.build import build_report
+from commwall.cli.text_report import render_text
+from commwall.ingest import discover, store
 
 SETS = (DLRM, SAMPLES / "gloo_4rank_compute", SAMPLES / "gloo_4rank_sleep")
 

@@ -12,12 +12,12 @@ import pytest
 from conftest import DLRM, SAMPLES
 from nccl_log_gen import Job, make_log
 
-from analysis import noise
-from analysis.api import Store
-from analysis.diagnosis import HUNG_LABEL
-from analysis.diff import RunFacts, change_sentence, diff_tables, regressions
-from cli.main import main
-from ingest import discover, store
+from commwall.analysis.api import Store
+from commwall.analysis.compare import noise
+from commwall.analysis.compare.diff import RunFacts, change_sentence, diff_tables, regressions
+from commwall.analysis.report.diagnosis import HUNG_LABEL
+from commwall.cli.main import main
+from commwall.ingest import discover, store
 
 # --- the noise test -------------------------------------------------------------------------
 

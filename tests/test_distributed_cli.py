@@ -11,7 +11,7 @@ import pytest
 from conftest import DLRM, ROOT
 from distributed_helpers import contents, only_listed_on_disk
 
-from cli.main import main
+from commwall.cli.main import main
 
 pytest_plugins = ["distributed_fixtures"]
 
@@ -74,7 +74,7 @@ def test_dask_is_imported_only_for_a_cluster(tmp_path, mode, request):
         addr = request.getfixturevalue("dask_client").cluster.scheduler_address
         argvs = [[*argvs[1], "--scheduler", addr]]
     code = (
-        "import sys; from cli.main import main; "
+        "import sys; from commwall.cli.main import main; "
         f"assert all(main(a + ['--quiet']) == 0 for a in {argvs!r}); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))"
     )

@@ -22,8 +22,8 @@ from distributed_helpers import (
     report_of,
 )
 
-from ingest.errors import IngestError
-from ingest.exec import shard_writer
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec import shard_writer
 
 pytest_plugins = ["distributed_fixtures"]
 
@@ -112,7 +112,7 @@ def test_killed_driver_leaves_no_half_run(tmp_path, dask_client, generated):
     of the run (shards already written are in no manifest), and ingesting again completes."""
     db_path, ds = tmp_path / "s.duckdb", tmp_path / "ds"
     cmd = [
-        sys.executable, "-m", "cli", "ingest", str(generated.paths[0].parent), "--db",
+        sys.executable, "-m", "commwall", "ingest", str(generated.paths[0].parent), "--db",
         str(db_path), "--run", "gen", "--scheduler", dask_client.cluster.scheduler_address,
         "--dataset", str(ds), "--quiet",
     ]  # fmt: skip

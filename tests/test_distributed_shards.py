@@ -7,10 +7,10 @@ import pytest
 from conftest import DLRM
 from distributed_helpers import contents, only_listed_on_disk
 
-from ingest import store
-from ingest.exec import distributed, shard_writer
-from ingest.exec.shard_writer import Shard, ShardJob, merge_groups, parse_to_shards
-from ingest.sources import sha256_of
+from commwall.ingest import store
+from commwall.ingest.exec import distributed, shard_writer
+from commwall.ingest.exec.shard_writer import Shard, ShardJob, merge_groups, parse_to_shards
+from commwall.ingest.sources import sha256_of
 
 pytest_plugins = ["distributed_fixtures"]
 

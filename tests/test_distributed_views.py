@@ -10,11 +10,11 @@ import pytest
 from conftest import DLRM, SAMPLES
 from distributed_helpers import contents, ingest_local
 
-from analysis import db
-from analysis.shards import attach
-from ingest import store
-from ingest.exec import distributed
-from ingest.schema import ddl
+from commwall.analysis import db
+from commwall.analysis.shards import attach
+from commwall.ingest import store
+from commwall.ingest.exec import distributed
+from commwall.ingest.schema import ddl
 
 GLOO = SAMPLES / "gloo_4rank_compute"
 SLEEP = SAMPLES / "gloo_4rank_sleep"

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from analysis.db import sql_modules
-from ingest.schema import ddl
+from commwall.analysis.db import sql_modules
+from commwall.ingest.schema import ddl
 
 CREATE = re.compile(r"^CREATE OR REPLACE TEMP (MACRO|VIEW) (\w+)", re.MULTILINE)
 

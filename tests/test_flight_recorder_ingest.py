@@ -11,11 +11,11 @@ import pickletools
 
 import pytest
 
-from ingest import safe_pickle, store
-from ingest.errors import IngestError
-from ingest.formats import flight_recorder
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
+from commwall.ingest import safe_pickle, store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats import flight_recorder
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
 from tests.conftest import SAMPLES
 
 SKIP = SAMPLES / "fr_skip"

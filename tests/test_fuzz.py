@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ingest.formats import registry as formats
+from commwall.ingest.formats import registry as formats
 from tests import fuzzing
 
 

@@ -1,4 +1,4 @@
-"""What the straggler figures of a job that hung hold, said per kind of hang (analysis/stopped.py
+"""What the straggler figures of a job that hung hold, said per kind of hang (analysis/hangs/stopped.py
 `stragglers_caveat`), on the generated Flight Recorder sets (sample_traces/fr_*, whose
 ground_truth.json says the fault): a dtype or size mismatch leaves the hung call out of the
 figures (the caveat said they include its wait and named "the rank that did not arrive", though
@@ -13,8 +13,8 @@ import pytest
 from conftest import SAMPLES, analysis_store
 from kineto_truth import events
 
-from analysis.report import build_report
-from analysis.stopped import MISMATCH_CAVEAT, OP_CAVEAT, STRAGGLERS_CAVEAT
+from commwall.analysis.hangs.stopped import MISMATCH_CAVEAT, OP_CAVEAT, STRAGGLERS_CAVEAT
+from commwall.analysis.report.build import build_report
 
 
 def _calls(path) -> int:  # noqa: ANN001
@@ -64,7 +64,7 @@ def test_a_rank_calling_another_op_is_not_reported_as_no_op_mismatch(tmp_path):
     """fr_op: rank 1 called all_reduce where the others called all_gather (ground truth), and its
     Kineto traces carry no sequence numbers (no `Seq` arg on any gloo op: read from the raw
     traces), so the matching cannot see an op mismatch: "not checked", never "op mismatch 0"."""
-    from analysis.collectives import matching_sentence
+    from commwall.analysis.collectives.instances import matching_sentence
 
     run = SAMPLES / "fr_op"
     truth = json.loads((run / "ground_truth.json").read_text())

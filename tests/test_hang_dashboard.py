@@ -11,9 +11,9 @@ from conftest import SAMPLES
 from dashboard_support import ingest_dir, report_of
 from test_dashboard_apptest import app, fresh_caches, table, texts, upload  # noqa: F401 (fixture)
 
-from cli.main import main
-from dashboard import nav
-from dashboard.ui import md
+from commwall.cli.main import main
+from commwall.dashboard import nav
+from commwall.dashboard.ui import md
 
 TRUTH = json.loads((SAMPLES / "fr_skip" / "ground_truth.json").read_text())
 
@@ -144,7 +144,7 @@ def logs_store(tmp_path_factory):
     005 (272 `Call to ibv_open_device failed` warnings, nothing died)."""
     from nccl_real import real_logs
 
-    from ingest import store as ingest_store
+    from commwall.ingest import store as ingest_store
 
     path = tmp_path_factory.mktemp("logsapp") / "s.duckdb"
     con = ingest_store.connect(path)

@@ -20,7 +20,7 @@ from dashboard_support import (
     settle,
 )
 
-from dashboard import nav
+from commwall.dashboard import nav
 
 pytestmark = [
     pytest.mark.e2e,

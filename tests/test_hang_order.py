@@ -1,11 +1,11 @@
-"""The order and wording of the hang verdict when several process groups hang (analysis/hang.py):
+"""The order and wording of the hang verdict when several process groups hang (analysis/hangs/section.py):
 sequence numbers count per group, so the root is the group whose culprits wait nowhere else; a
 culprit waiting inside another group's hung collective is said to be held there; two groups
 holding each other's culprits are a cycle. Findings given by hand (hang_findings' shape)."""
 
 from __future__ import annotations
 
-from analysis.hang import cycle_sentence, order_hung
+from commwall.analysis.hangs.section import cycle_sentence, order_hung
 
 
 def group(pg: str, seq: int, bad: list[int], others: list[int]) -> dict:

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from analysis.db import load_modules, run_id
-from analysis.hang import hang_section
-from ingest import discover, store
-from ingest.formats import flight_recorder
+from commwall.analysis.db import load_modules, run_id
+from commwall.analysis.hangs.section import hang_section
+from commwall.ingest import discover, store
+from commwall.ingest.formats import flight_recorder
 from tests.conftest import SAMPLES
 
 SETS = ("fr_skip", "fr_op", "fr_size", "fr_dtype", "fr_skip_pickle")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from analysis.hang import hang_section
-from ingest.formats.flight_recorder import SCHEMAS
+from commwall.analysis.hangs.section import hang_section
+from commwall.ingest.formats.flight_recorder import SCHEMAS
 from tests.conftest import memory_store
 
 RID = 1
@@ -326,7 +326,7 @@ def test_every_cause_at_the_hung_seq_is_in_the_verdict(con):
     """At seq 6 rank 1 never enters and rank 3 calls all_reduce where ranks 0 and 2 call
     all_gather: two culprits (a scenario made with real gloo dumps); the verdict named rank 1
     only, and fixing it alone leaves the job hung."""
-    from analysis.hang import hang_section
+    from commwall.analysis.hangs.section import hang_section
 
     calls = {r: [entry(r, s) for s in range(1, 6)] for r in range(4)}
     for r in (0, 2):
@@ -343,7 +343,7 @@ def test_a_rank_later_than_the_timeout_is_named(con, late_ms, found):
     """Every rank entered seq 6, rank 1 `late_ms` after the others, the timeout 3 s (a scenario
     made with real gloo dumps: rank 1 entered 4.5 s late, the others had timed out; the dumps
     record no completion, so the group looked quiet and the checklist said ok)."""
-    from analysis.hang import hang_section
+    from commwall.analysis.hangs.section import hang_section
 
     t0 = 1_700_000_000 * 10**9
     calls = {r: [entry(r, s, time_created_ns=t0 + s * 10**9, timeout_ms=3000) for s in range(1, 6)]

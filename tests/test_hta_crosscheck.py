@@ -17,8 +17,8 @@ import sys
 import pytest
 from conftest import DATA, DLRM
 
-from analysis import db
-from cli.main import main
+from commwall.analysis import db
+from commwall.cli.main import main
 
 hta = pytest.importorskip("hta.trace_analysis")
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import DATA, analysis_store
 from kineto_truth import idle_gaps
 
-from analysis import policy
-from analysis.report import build_report
+from commwall.analysis import policy
+from commwall.analysis.report.build import build_report
 
 STALLED = DATA / "kineto/hta_negative_queue_length_rank0of16"
 STARVED = DATA / "kineto/hta_df_index_resolver_rank1of2"

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 from conftest import DLRM
 
-from ingest import sources, store
-from ingest.errors import IngestError
-from ingest.formats.nccl_log import stream
-from ingest.sources import read_bytes
+from commwall.ingest import sources, store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nccl_log import stream
+from commwall.ingest.sources import read_bytes
 
 TRACE = b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}'
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import DATA, analysis_store
 from kineto_truth import job_steps_ms
 
-from analysis import checklist
-from analysis.report import build_report
+from commwall.analysis.report import checklist
+from commwall.analysis.report.build import build_report
 
 RUNS = sorted(d for d in (DATA / "gloo_alternating").iterdir() if d.is_dir())
 

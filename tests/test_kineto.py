@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from conftest import DATA, DLRM, SAMPLES
 
-from ingest.errors import IngestError
-from ingest.formats.kineto import reader as kineto
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.kineto import reader as kineto
 
 DLRM_FILES = sorted(DLRM.glob("*.pt.trace.json.gz"))
 B200 = DATA / "kineto/tracelens_b200_eager_rank0/eager_trace.json.gz"

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import DATA, SAMPLES
 
-from ingest.errors import IngestError
-from ingest.exec import forked
-from ingest.formats.kineto import events as kineto_events
-from ingest.formats.kineto import reader as kineto
-from ingest.parsed import Parsed
-from ingest.sources import read_bytes
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec import forked
+from commwall.ingest.formats.kineto import events as kineto_events
+from commwall.ingest.formats.kineto import reader as kineto
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.sources import read_bytes
 
 REAL = sorted(DATA.glob("kineto/*/*.json.gz")) + [
     sorted((SAMPLES / d).glob("*.json.gz"))[0] for d in ("dlrm_8rank", "gloo_4rank_compute")

@@ -16,7 +16,7 @@ import json
 import pytest
 from conftest import SAMPLES, analysis_store
 
-from analysis.report import build_report
+from commwall.analysis.report.build import build_report
 
 RUN = SAMPLES / "dlrm_8rank"
 

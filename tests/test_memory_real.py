@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 from conftest import DATA, analysis_store, gunzip_to
 
-from analysis.report import build_report
+from commwall.analysis.report.build import build_report
 
 H100 = DATA / "nsys/nsys_ai_2gpu/h100_2gpu_1s.sqlite.gz"
 #: CUPTI_ACTIVITY_MEMCPY_KIND: 1 HtoD, 2 DtoH.

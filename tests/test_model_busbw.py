@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.model.busbw import busbw_factor, ring_steps
-from analysis.model.collectives import Link, Topology, ring
+from commwall.analysis.model.busbw import busbw_factor, ring_steps
+from commwall.analysis.model.collectives import Link, Topology, ring
 
 
 @pytest.mark.parametrize(

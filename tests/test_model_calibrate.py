@@ -9,18 +9,18 @@ import pytest
 import synthetic_traces as syn
 from conftest import DLRM, memory_store
 
-from analysis import db
-from analysis.model.calibrate import calibrated_scenario, fit_ops, per_step, usable
-from analysis.model.hardware import NVLINK4, nvlink_of
-from analysis.model.scenario import comm_time
-from analysis.model.section import (
+from commwall.analysis import db
+from commwall.analysis.model.calibrate import calibrated_scenario, fit_ops, per_step, usable
+from commwall.analysis.model.hardware import NVLINK4, nvlink_of
+from commwall.analysis.model.scenario import comm_time
+from commwall.analysis.model.section import (
     NOT_CALIBRATED,
     model_section,
     run_scenario,
     topology_facts,
 )
-from analysis.report import SECTIONS
-from ingest import store
+from commwall.analysis.report.build import SECTIONS
+from commwall.ingest import store
 
 ALPHA_US, BUSBW_GBPS = 10.0, 100.0
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cli.main import main
+from commwall.cli.main import main
 
 BASE = ["model", "--params", "7e9", "--dtype", "bf16", "--gpus", "8", "--link", "400Gbps"]
 
@@ -72,7 +72,7 @@ def test_what_if_on_a_stored_run(capsys, tmp_path):
     halves the bytes on the wire, so the what-if's τ_comm cannot exceed the model's."""
     from conftest import DLRM
 
-    from ingest import store
+    from commwall.ingest import store
 
     con = store.connect(tmp_path / "d.duckdb")
     store.ingest(con, "dlrm", sorted(DLRM.glob("*.gz")))

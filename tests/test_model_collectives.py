@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.model.buckets import DDP_BUCKET_BYTES, bucket_sizes, n_collectives, step_cost
-from analysis.model.collectives import (
+from commwall.analysis.model.buckets import DDP_BUCKET_BYTES, bucket_sizes, n_collectives, step_cost
+from commwall.analysis.model.collectives import (
     ALGORITHMS,
     Link,
     Topology,
@@ -239,7 +239,7 @@ def test_more_bytes_are_never_faster(t, m, factor):
 def test_every_op_has_a_cost_whose_busbw_is_the_link(op, algorithm):
     # nccl-tests' convention: without latency, busbw = factor·S/t of the bandwidth-optimal
     # algorithm equals the link bandwidth B for every collective kind
-    from analysis.model.busbw import busbw_factor
+    from commwall.analysis.model.busbw import busbw_factor
 
     p, m, bw = 8, 1e9, 50e9
     c = collective_cost(op, algorithm, m, Topology(p, Link(bw, 0.0)))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import DATA, DLRM
 
-from analysis import db
-from analysis.model.section import model_section
-from ingest import store
+from commwall.analysis import db
+from commwall.analysis.model.section import model_section
+from commwall.ingest import store
 
 
 def _ingest(path, name, files):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.model.fit import fit_alpha_beta, to_link
+from commwall.analysis.model.fit import fit_alpha_beta, to_link
 
 N = 8
 ALPHA = 20e-6  # per ring step

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.model.calibrate import fit_op
-from analysis.model.heldout import (
+from commwall.analysis.model.calibrate import fit_op
+from commwall.analysis.model.heldout import (
     cross_validated_ape,
     folds,
     method,

@@ -7,9 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.model.buckets import DDP_BUCKET_BYTES, nccl_step
-from analysis.model.collectives import Link, Topology
-from analysis.model.nccl_tuning import NcclTopo, nccl_predict, nccl_time, nccl_topo, tuning_table
+from commwall.analysis.model.buckets import DDP_BUCKET_BYTES, nccl_step
+from commwall.analysis.model.collectives import Link, Topology
+from commwall.analysis.model.nccl_tuning import (
+    NcclTopo,
+    nccl_predict,
+    nccl_time,
+    nccl_topo,
+    tuning_table,
+)
 
 EXAMPLE = NcclTopo(n_ranks=8, n_nodes=8, bw_intra_GBps=24.0, bw_inter_GBps=24.0, n_channels=2)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from conftest import memory_store
 
-from analysis.model.section import protocol_labels
+from commwall.analysis.model.section import protocol_labels
 
 
 def test_tuning_choices_label_instances_by_size():

@@ -11,8 +11,8 @@ import pytest
 from conftest import SAMPLES
 from model_sets import ingest_set
 
-from analysis.model.calibrate import usable
-from analysis.model.section import model_section
+from commwall.analysis.model.calibrate import usable
+from commwall.analysis.model.section import model_section
 
 SETS = ["gloo_2rank_sizes", "gloo_3rank_sizes"]
 

@@ -6,9 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.model.calibrate import fit_op
-from analysis.model.heldout import CALIBRATED_MEDIAN_APE, cross_validated_ape, folds, status
-from analysis.model.regimes import fit_regimes
+from commwall.analysis.model.calibrate import fit_op
+from commwall.analysis.model.heldout import (
+    CALIBRATED_MEDIAN_APE,
+    cross_validated_ape,
+    folds,
+    status,
+)
+from commwall.analysis.model.regimes import fit_regimes
 
 #: (latency s, bandwidth B/s) of three protocols, like NCCL's LL, LL128 and Simple: each
 #: cheaper in bandwidth and dearer in latency than the one before.

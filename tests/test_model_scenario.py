@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.model.collectives import Link, Topology
-from analysis.model.scenario import (
+from commwall.analysis.model.collectives import Link, Topology
+from commwall.analysis.model.scenario import (
     Scenario,
     calculator,
     comm_time,

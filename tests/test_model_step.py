@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.model.step import (
+from commwall.analysis.model.step import (
     COMM_WALL,
     COMPUTE_BOUND,
     max_comm_for_overhead,

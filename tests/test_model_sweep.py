@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from model_sets import ingest_set
 
-from analysis.model.calibrate import usable
-from analysis.model.section import model_section
+from commwall.analysis.model.calibrate import usable
+from commwall.analysis.model.section import model_section
 
 DATA = Path(__file__).parent / "data" / "model"
 SETS = ["gloo_sweep_2rank", "gloo_sweep_3rank"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.model.units import (
+from commwall.analysis.model.units import (
     dtype_bytes,
     parse_bandwidth,
     parse_bytes,

@@ -9,9 +9,9 @@ import duckdb
 import pytest
 from nccl_log_gen import Job, make_log
 
-from cli.main import main
-from ingest.errors import IngestError
-from ingest.formats.nccl_log import parse
+from commwall.cli.main import main
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nccl_log import parse
 
 LOG = make_log(Job(version="2.24.3", nodes=1, gpus=2, network="nvlink", colls=5))
 
@@ -161,7 +161,7 @@ def test_topology_lines_without_a_communicator_are_stored_not_held(tmp_path):
     """Ring lines wait for the communicator being initialised on their (process, device); a log
     of ring lines and no init held every one of them in memory. Past MAX_PENDING they are
     stored without a communicator: all of them, each once."""
-    from ingest.formats.nccl_log.parser import MAX_PENDING
+    from commwall.ingest.formats.nccl_log.parser import MAX_PENDING
 
     n = MAX_PENDING + 10
     p = tmp_path / "rings.log"

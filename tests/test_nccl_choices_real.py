@@ -8,7 +8,7 @@ import gzip
 
 from conftest import DATA, analysis_store
 
-from analysis.report import build_report
+from commwall.analysis.report.build import build_report
 
 
 def test_what_nccl_chose_is_in_the_section_and_its_text(tmp_path):
@@ -16,7 +16,7 @@ def test_what_nccl_chose_is_in_the_section_and_its_text(tmp_path):
     # `Broadcast: 32768 Bytes -> Algo RING proto SIMPLE` (line 34), each followed by its
     # channel range; counted here by plain Python: 23 LL lines from 1,024 to 16,384 bytes,
     # 49 SIMPLE lines from 32,768 bytes up
-    from dashboard.nccl_text import render_nccl
+    from commwall.dashboard.nccl_text import render_nccl
 
     (log,) = (DATA / "nccl").glob("027_*.log.gz")
     lines = gzip.decompress(log.read_bytes()).decode().splitlines()

@@ -7,11 +7,11 @@ import json
 import pytest
 from nccl_log_gen import Job, make_log
 
-from analysis.nccl import empty_section
-from cli.commands._output import fmt_table
-from cli.main import main
-from cli.text_report import render_text
-from dashboard.nccl_text import ranges
+from commwall.analysis.nccl.section import empty_section
+from commwall.cli.commands._output import fmt_table
+from commwall.cli.main import main
+from commwall.cli.text_report import render_text
+from commwall.dashboard.nccl_text import ranges
 
 JOB = Job(
     version="2.24.3", nodes=2, gpus=2, colls=12, warn_rank=1, timeout_culprit=3, launcher="srun"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.formats.nccl_log import parse
-from ingest.formats.nccl_log.parser import MAX_LINE_CHARS
+from commwall.ingest.formats.nccl_log import parse
+from commwall.ingest.formats.nccl_log.parser import MAX_LINE_CHARS
 
 CRASHES = Path(__file__).parent / "data" / "crashes" / "nccl"
 #: The first line of every reproducer: `node01:4100:4100 [0] NCCL INFO NCCL version 2.18.3+cuda12.2`.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from nccl_real import ingest_all, real_logs
 
-from analysis import checklist
+from commwall.analysis.report import checklist
 
 LOGS = {log.name[:3]: log for log in real_logs()}
 
@@ -269,7 +269,7 @@ def test_ranks_that_died_of_an_nccl_error_are_named_with_nccls_last_error(tmp_pa
     tags 1-6, whose NCCL processes hold ranks 1-6 (line 60 for tag 7: `ncclCommInitRankConfig
     ... rank 7 nranks 8`); no watchdog timeout anywhere. The report said "no step time could be
     measured" and named no rank."""
-    from analysis.stopped import crash_stop
+    from commwall.analysis.hangs.stopped import crash_stop
 
     (s,) = ingest_all(tmp_path / "s.duckdb", [LOGS["019"]]).values()
     rank_of, died, last = _died_by_hand(LOGS["019"].path)

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nccl_log_gen import Job, make_log
 
-from ingest.formats.nccl_log import coll_batch, parser, stream, tables
-from ingest.formats.nccl_log import parse as parse_log
+from commwall.ingest.formats.nccl_log import coll_batch, parser, stream, tables
+from commwall.ingest.formats.nccl_log import parse as parse_log
 
 HEAD = "node01:4100:4100 [0] NCCL INFO "
 GOOD = (

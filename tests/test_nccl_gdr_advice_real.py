@@ -11,7 +11,7 @@ import gzip
 import pytest
 from conftest import DATA, analysis_store
 
-from analysis.report import build_report
+from commwall.analysis.report.build import build_report
 
 
 @pytest.mark.parametrize(

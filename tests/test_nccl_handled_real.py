@@ -14,7 +14,7 @@ import gzip
 
 from conftest import DATA, analysis_store
 
-from analysis.report import build_report
+from commwall.analysis.report.build import build_report
 
 (LOG,) = (DATA / "nccl").glob("018_*.log.gz")
 

@@ -14,8 +14,8 @@ import gzip
 import pytest
 from conftest import DATA, analysis_store
 
-from analysis.report import build_report
-from ingest.formats.nccl_log.torch_lines import classify
+from commwall.analysis.report.build import build_report
+from commwall.ingest.formats.nccl_log.torch_lines import classify
 
 (LOG,) = (DATA / "nccl").glob("013_*.log.gz")
 CTRL_C = "[mpiexec@oneflow-27] Sending Ctrl-C to processes as requested"

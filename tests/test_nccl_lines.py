@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.formats.nccl_log.parser import LogParser
-from ingest.formats.nccl_log.prefix import outer
-from ingest.formats.nccl_log.torch_lines import classify
+from commwall.ingest.formats.nccl_log.parser import LogParser
+from commwall.ingest.formats.nccl_log.prefix import outer
+from commwall.ingest.formats.nccl_log.torch_lines import classify
 
 P = "node01:4100:4100 [0] NCCL INFO "
 
@@ -312,8 +312,8 @@ def test_a_coll_line_read_late_settles_no_chain(monkeypatch):
     path, at the chunk's landing): such a line must not end a later chain as handled."""
     from pyarrow import RecordBatch
 
-    from ingest.formats.nccl_log import parser as parser_module
-    from ingest.formats.nccl_log import tables
+    from commwall.ingest.formats.nccl_log import parser as parser_module
+    from commwall.ingest.formats.nccl_log import tables
 
     empty = RecordBatch.from_pylist([], schema=tables.SCHEMAS["nccl_colls"])
     monkeypatch.setattr(

@@ -17,13 +17,13 @@ import pytest
 from nccl_real import ingest_all, real_logs
 from test_nccl_lines import run
 
-from analysis.db import load_modules
-from analysis.nccl import crash_sentence, nccl_section, oom_quote
-from analysis.stopped import crash_stop, stop_sentence
-from ingest import store
-from ingest.formats.nccl_log import parse
-from ingest.formats.nccl_log.parser import MAX_LINE_CHARS
-from ingest.formats.nccl_log.torch_lines import classify
+from commwall.analysis.db import load_modules
+from commwall.analysis.hangs.stopped import crash_stop, stop_sentence
+from commwall.analysis.nccl.section import crash_sentence, nccl_section, oom_quote
+from commwall.ingest import store
+from commwall.ingest.formats.nccl_log import parse
+from commwall.ingest.formats.nccl_log.parser import MAX_LINE_CHARS
+from commwall.ingest.formats.nccl_log.torch_lines import classify
 
 LOG_029_REAL = next(log for log in real_logs() if log.name.startswith("029"))
 LOG_029 = LOG_029_REAL.path

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from nccl_log_gen import Job, Log, make_log, v
 
-from ingest.formats import registry as formats
-from ingest.formats.nccl_log import parse
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.formats.nccl_log import parse
 
 #: version → lowest version its line shapes must imply (NCCL_LOG.md §17), None: no clue.
 FAMILIES = {

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nccl_log_gen import Job, make_log
 
-from ingest.errors import IngestError
-from ingest.formats.nccl_log import parse
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nccl_log import parse
 
 SETTINGS = settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

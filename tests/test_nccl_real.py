@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from nccl_real import FACTS, ingest_all, observed, real_logs
 
-from ingest.formats.nccl_log import parse
+from commwall.ingest.formats.nccl_log import parse
 
 LOGS = real_logs()
 CASES = [(log, fact) for log in LOGS for fact in log.facts]

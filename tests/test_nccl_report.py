@@ -9,10 +9,10 @@ import pytest
 from conftest import DLRM
 from nccl_log_gen import Job, make_log
 
-from analysis import db
-from analysis.db import load_modules
-from analysis.nccl import empty_section, nccl_section
-from ingest import store
+from commwall.analysis import db
+from commwall.analysis.db import load_modules
+from commwall.analysis.nccl.section import empty_section, nccl_section
+from commwall.ingest import store
 
 REQUIRED = ("versions", "lines", "transports", "gdr", "warnings", "timeouts")
 
@@ -201,7 +201,7 @@ def test_a_crash_under_a_launcher_tag_is_a_rank_only_where_the_tag_is_one(
 ):
     """Two processes (ranks 2 and 3 of a 4-rank communicator, by their init lines), then one
     of them dies of an NCCL error under a launcher tag."""
-    from analysis.stopped import crash_stop
+    from commwall.analysis.hangs.stopped import crash_stop
 
     lines = [
         f"{tag} nodeA:{100 + i}:{110 + i} [{i}] NCCL INFO ncclCommInitRank comm 0x{i + 1} rank "

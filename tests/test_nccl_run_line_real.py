@@ -10,8 +10,8 @@ import re
 
 from conftest import DATA, analysis_store
 
-from analysis.report import build_report
-from cli.text_report import render_text
+from commwall.analysis.report.build import build_report
+from commwall.cli.text_report import render_text
 
 (LOG,) = (DATA / "nccl").glob("001_*.log.gz")
 

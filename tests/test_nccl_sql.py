@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from analysis.db import load_modules
-from ingest import store
-from ingest.formats.nccl_log.tables import SCHEMAS
+from commwall.analysis.db import load_modules
+from commwall.ingest import store
+from commwall.ingest.formats.nccl_log.tables import SCHEMAS
 
 RID = 1
 

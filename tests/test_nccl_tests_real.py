@@ -20,10 +20,10 @@ import gzip
 import pytest
 from conftest import DATA, analysis_store
 
-from analysis import checklist
-from analysis.report import build_report
-from dashboard.nccl_text import render_nccl
-from ingest.formats.nccl_log import parse
+from commwall.analysis.report import checklist
+from commwall.analysis.report.build import build_report
+from commwall.dashboard.nccl_text import render_nccl
+from commwall.ingest.formats.nccl_log import parse
 
 
 def _log(prefix: str):

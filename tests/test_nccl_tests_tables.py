@@ -6,10 +6,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from analysis import checklist
-from analysis.db import load_modules
-from ingest import store
-from ingest.formats.nccl_log import parse
+from commwall.analysis.db import load_modules
+from commwall.analysis.report import checklist
+from commwall.ingest import store
+from commwall.ingest.formats.nccl_log import parse
 
 HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20
 #

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from test_nccl_lines import run
 
-from analysis.db import load_modules
-from analysis.nccl import nccl_section
-from ingest import store
+from commwall.analysis.db import load_modules
+from commwall.analysis.nccl.section import nccl_section
+from commwall.ingest import store
 
 
 @pytest.fixture

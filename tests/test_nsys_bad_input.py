@@ -12,11 +12,11 @@ import pytest
 from conftest import DATA, gunzip_to
 from nsys_synth import make_spec, write_nsys
 
-from cli.main import main
-from ingest import store
-from ingest.errors import IngestError
-from ingest.formats.nsys import db as nsys_db
-from ingest.options import ParseOptions
+from commwall.cli.main import main
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nsys import db as nsys_db
+from commwall.ingest.options import ParseOptions
 
 MFU = DATA / "nsys" / "nsys_ai_2gpu" / "mfu_2gpu_before.sqlite.gz"
 

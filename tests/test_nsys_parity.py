@@ -18,12 +18,12 @@ from nsys_synth import (
     write_nsys,
 )
 
-from analysis.db import open_db, run_id
-from analysis.report import ranks_section, steps_section
-from cli.main import main
-from ingest import store
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.report.build import ranks_section, steps_section
+from commwall.cli.main import main
+from commwall.ingest import store
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
 
 
 def cli_report(capsys: pytest.CaptureFixture[str], db: Path, run: str, paths: list[Path]) -> dict:

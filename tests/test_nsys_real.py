@@ -12,11 +12,11 @@ import pytest
 from conftest import DATA, gunzip_to
 from nsys_synth import length, overlap, union
 
-from analysis import db
-from analysis.report import ranks_section, run_section, summary_section
-from ingest import store
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
+from commwall.analysis import db
+from commwall.analysis.report.build import ranks_section, run_section, summary_section
+from commwall.ingest import store
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
 
 NSYS = DATA / "nsys"
 MFU = NSYS / "nsys_ai_2gpu" / "mfu_2gpu_before.sqlite.gz"
@@ -261,7 +261,7 @@ def test_without_step_marks_the_culprit_is_not_said_to_lack_operator_time(mfu) -
     """The export has compute kernels on both GPUs but no step range (no NVTX range named like
     a step in NVTX_EVENTS, read with sqlite3): operator work is compared per step, so the
     paragraph said "no operator time to compare it on" of a rank with 250 ms of kernels."""
-    from analysis.report import build_report
+    from commwall.analysis.report.build import build_report
 
     path, plain = mfu
     with sqlite3.connect(plain) as q:

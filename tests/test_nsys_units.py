@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.errors import IngestError
-from ingest.formats.nsys.db import Export
-from ingest.formats.nsys.payload import Entry, decode
-from ingest.formats.nsys.ranks import Clues, Process, assign, parse_rank_map
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nsys.db import Export
+from commwall.ingest.formats.nsys.payload import Entry, decode
+from commwall.ingest.formats.nsys.ranks import Clues, Process, assign, parse_rank_map
 
 SCHEMAS = {(1, 7): [Entry("nccl communicator id", 0, 8, False), Entry("rank", 8, 4, True)]}
 P = Path("x.sqlite")

@@ -9,11 +9,11 @@ import shutil
 import pytest
 from conftest import DLRM, SAMPLES
 
-from cli.main import main
-from ingest import store
-from ingest.errors import IngestError
-from ingest.exec import parallel
-from ingest.options import ParseOptions
+from commwall.cli.main import main
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec import parallel
+from commwall.ingest.options import ParseOptions
 
 FILES = sorted(DLRM.glob("*.gz")) + sorted((SAMPLES / "gloo_4rank_compute").glob("*.gz"))[:1]
 TABLES = ("ranks", "activities", "steps", "collectives")

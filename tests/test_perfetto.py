@@ -11,10 +11,17 @@ from collections import Counter
 import pytest
 from conftest import DLRM, SAMPLES
 
-from analysis import db, overlap
-from analysis.perfetto import CAT_FLOW, CAT_TRANSFER, CAT_WAIT, COLLECTIVES_TID, merged_trace
-from cli.main import main
-from ingest import discover, store
+from commwall.analysis import db
+from commwall.analysis.report.perfetto import (
+    CAT_FLOW,
+    CAT_TRANSFER,
+    CAT_WAIT,
+    COLLECTIVES_TID,
+    merged_trace,
+)
+from commwall.analysis.steps import overlap
+from commwall.cli.main import main
+from commwall.ingest import discover, store
 
 GLOO = SAMPLES / "gloo_4rank_compute"
 

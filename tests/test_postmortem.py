@@ -14,10 +14,10 @@ import pytest
 from conftest import SAMPLES
 from dashboard_support import CHROMIUM, CHROMIUM_ARGS
 
-from analysis import db
-from cli.main import main
-from dashboard.export import postmortem, render_html, render_markdown
-from ingest import discover, store
+from commwall.analysis import db
+from commwall.cli.main import main
+from commwall.dashboard.export import postmortem, render_html, render_markdown
+from commwall.ingest import discover, store
 
 EVIL = "<script>alert(1)</script>**x** | y `z`"
 #: Anything that would load or run something: the document must have none.

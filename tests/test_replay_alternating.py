@@ -14,7 +14,7 @@ delay; a CPU trace's window now starts at its ProfilerStep annotation, steps.sql
 exclusion only makes the reference more conservative.)
 
 The prediction: the median over the slow steps of the job step replayed with the straggler fixed
-(analysis.replay.whatif_by_step).
+(analysis.replay.engine.whatif_by_step).
 
 The tolerance: the goal is 10 %; what a run can show is limited by how steady its own steps are.
 The standard error of a median of n steps is about 1.2533 x 1.4826 x MAD / sqrt(n) (a normal
@@ -33,9 +33,9 @@ import statistics
 import pytest
 from conftest import DATA
 
-from analysis.db import open_db, run_id
-from analysis.replay import _targets, whatif_by_step
-from ingest import discover, store
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.replay.engine import _targets, whatif_by_step
+from commwall.ingest import discover, store
 
 RUNS = sorted(d for d in (DATA / "gloo_alternating").iterdir() if d.is_dir())
 GOAL = 0.10  # the replay's target error against the measured clean steps

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from conftest import SAMPLES
 
-from analysis import replay
-from analysis.db import open_db, run_id
-from analysis.replay_chain import BusyTime
-from ingest import discover, store
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.replay import engine as replay
+from commwall.analysis.replay.chain import BusyTime
+from commwall.ingest import discover, store
 
 GLOO = SAMPLES / "gloo_4rank_sleep"
 

@@ -1,4 +1,4 @@
-"""No what-if makes a rank's own serial work shorter (analysis.replay.at_least_own_compute).
+"""No what-if makes a rank's own serial work shorter (analysis.replay.engine.at_least_own_compute).
 
 The real gloo pair compute_backward_2rank_r0 (tests/data/gloo_pairs): rank 0 runs about 40 ms
 of extra matmuls in every backward pass. Its operator time per step, read from the raw trace by
@@ -6,7 +6,7 @@ plain Python (the union of its `aten::*` ops inside each ProfilerStep#), is ~45 
 used to predict 31.9 ms with "data transfer fully hidden" and 28.0 ms with nobody waiting:
 steps shorter than the work one rank must do in them.
 
-A sleep in a gradient hook is serial work in no operator (analysis.replay.serial_work): on the
+A sleep in a gradient hook is serial work in no operator (analysis.replay.engine.serial_work): on the
 real sleep_backward runs rank 1 sleeps 40 ms in its backward hooks (ground_truth.json), and the
 replay, floored at operator time alone, predicted delayed steps at 0.87-0.90 of that sleep plus
 the rank's operator work."""
@@ -23,10 +23,10 @@ from conftest import DATA, analysis_store
 from kineto_truth import events, ns
 from nsys_synth import length, union
 
-from analysis import replay
-from analysis.db import run_id
-from analysis.replay import at_least_own_compute, serial_work
-from analysis.report import build_report
+from commwall.analysis.db import run_id
+from commwall.analysis.replay import engine as replay
+from commwall.analysis.replay.engine import at_least_own_compute, serial_work
+from commwall.analysis.report.build import build_report
 
 RUN = DATA / "gloo_pairs/compute_backward_2rank_r0/straggler"
 STEP = re.compile(r"^ProfilerStep#\d+$")

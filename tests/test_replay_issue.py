@@ -1,5 +1,5 @@
 """Table-driven tests of the replay's issue times (analysis/sql/replay.sql `replay_issues`,
-analysis/replay.py): a collective that a worker thread runs (gloo) cannot start before the
+analysis/replay/engine.py): a collective that a worker thread runs (gloo) cannot start before the
 program issued it, however early the call ahead of it in the worker's queue ends. The stores are
 tiny and every answer is worked out by hand in the comments."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_decomposition_sql import store_with as decomposition_store
 
-from analysis.replay import (
+from commwall.analysis.replay.engine import (
     WhatIf,
     _load,
     job_step,

@@ -16,9 +16,9 @@ import statistics
 import pytest
 from conftest import DATA
 
-from analysis.db import open_db, run_id
-from analysis.replay import replay_section
-from ingest import discover, store
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.replay.engine import replay_section
+from commwall.ingest import discover, store
 
 PAIRS = sorted(d for d in (DATA / "gloo_pairs").iterdir() if d.is_dir())
 

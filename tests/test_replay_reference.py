@@ -1,4 +1,4 @@
-"""The vectorised what-if replay (analysis/replay_chain.py, analysis/replay_walk.py) against the
+"""The vectorised what-if replay (analysis/replay/chain.py, analysis/replay/walk.py) against the
 Python walk it replaced (tests/replay_reference.py): the replayed time of every (rank, step)
 under every what-if is the same to the nanosecond, on the real runs of the repository, on
 synthetic runs of several shapes (tests/synthetic_traces.py) and on random small runs (a seeded
@@ -15,11 +15,11 @@ import replay_reference as ref
 from conftest import DATA, SAMPLES, memory_store
 from synthetic_traces import Scenario, insert_run, simulate
 
-from analysis import replay
-from analysis.db import open_db, run_id
-from analysis.replay import WhatIf
-from analysis.replay_chain import BusyTime
-from ingest import discover, store
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.replay import engine as replay
+from commwall.analysis.replay.chain import BusyTime
+from commwall.analysis.replay.engine import WhatIf
+from commwall.ingest import discover, store
 
 MAIN, WORKER = 1, 2  # thread ids of the random runs: the program's, gloo's worker thread
 

@@ -1,4 +1,4 @@
-"""A run's whole report kept beside the store (analysis/report_cache.py): a report read back is
+"""A run's whole report kept beside the store (analysis/report/cache.py): a report read back is
 the report computed without any cache, on a real gloo set, and its straggler is the one the
 generator made; it is not used once the run, its name or the analysis code changes, or when it
 is damaged; a report that a section failed to build, or that JSON would not give back exactly,
@@ -15,11 +15,12 @@ import pytest
 from conftest import SAMPLES
 from synthetic_traces import Scenario, insert_run, simulate, small_runs
 
-from analysis import report as report_module
-from analysis import report_cache, run_cache
-from analysis.api import Store
-from analysis.db import load_modules, run_id
-from ingest import store
+from commwall.analysis.api import Store
+from commwall.analysis.db import load_modules, run_id
+from commwall.analysis.report import build as report_module
+from commwall.analysis.report import cache as report_cache
+from commwall.analysis.report import run_cache
+from commwall.ingest import store
 
 GLOO = SAMPLES / "gloo_4rank_sleep"
 
@@ -138,7 +139,7 @@ def test_every_file_of_the_analysis_code_is_part_of_the_fingerprint(tmp_path, mo
     shutil.copytree(report_cache._PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(report_cache, "_PACKAGE", copy)
     digests = []
-    for path in (copy / "sql" / "idle.sql", copy / "diagnosis.py", None):
+    for path in (copy / "sql" / "idle.sql", copy / "report" / "diagnosis.py", None):
         report_cache._code_digest.cache_clear()
         digests.append(report_cache._code_digest())
         if path is not None:
@@ -210,7 +211,7 @@ def test_only_the_most_recently_used_reports_are_kept(tmp_path, monkeypatch):
 
 
 def test_ingest_keeps_the_report_that_the_cli_then_prints(tmp_path, monkeypatch, capsys):
-    from cli.main import main
+    from commwall.cli.main import main
 
     db = tmp_path / "i.duckdb"
     files = [str(p) for p in sorted(GLOO.glob("rank*.pt.trace.json.gz"))]

@@ -1,4 +1,4 @@
-"""The report's declared types (analysis/report_types.py) hold on real runs: every key a report
+"""The report's declared types (analysis/report/shape.py) hold on real runs: every key a report
 holds is declared, every required key is there, and every value is of its declared type. The
 runs cover a GPU NCCL job (DLRM), a CPU gloo job with a straggler, a hung job (Flight Recorder
 dumps and traces), an Nsight export and an NCCL log alone (most sections not available).
@@ -17,10 +17,10 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 import pytest
 from conftest import DATA, SAMPLES
 
-from analysis import db
-from analysis.api import Store
-from analysis.report_types import Report
-from ingest import discover, store
+from commwall.analysis import db
+from commwall.analysis.api import Store
+from commwall.analysis.report.shape import Report
+from commwall.ingest import discover, store
 
 
 def problems(value: Any, tp: Any, path: str = "report") -> list[str]:

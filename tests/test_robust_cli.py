@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis import report as report_mod
-from analysis.api import Store
-from analysis.safe_text import MAX_LINE
-from cli.main import main
-from dashboard.export import postmortem
-from ingest.errors import IngestError
-from ingest.formats import registry as formats
+from commwall.analysis.api import Store
+from commwall.analysis.report import build as report_mod
+from commwall.analysis.safe_text import MAX_LINE
+from commwall.cli.main import main
+from commwall.dashboard.export import postmortem
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats import registry as formats
 from tests.robust_support import hold_store
 from tests.synthetic_traces import Scenario, simulate, write_kineto
 
@@ -122,7 +122,7 @@ def test_keep_going_with_a_crashing_parser(tmp_path, traces, monkeypatch, capsys
     assert "Traceback" not in err
     assert Store(str(db)).run("k").ranks()["rank"].tolist() == [0]
     with pytest.raises(IngestError, match="please report it"):
-        from ingest import store
+        from commwall.ingest import store
 
         store.ingest(store.connect(tmp_path / "k2.duckdb"), "k", [traces[1]])
 
@@ -227,7 +227,17 @@ def test_two_ingests_started_together_both_land_and_prepare(tmp_path) -> None:
     db = tmp_path / "two.duckdb"
     procs = []
     for name, path in zip("ab", files, strict=True):
-        argv = [sys.executable, "-m", "cli", "ingest", str(path), "--db", str(db), "--run", name]
+        argv = [
+            sys.executable,
+            "-m",
+            "commwall",
+            "ingest",
+            str(path),
+            "--db",
+            str(db),
+            "--run",
+            name,
+        ]
         procs.append(
             subprocess.Popen(
                 [*argv, "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -245,7 +255,7 @@ def test_two_ingests_started_together_both_land_and_prepare(tmp_path) -> None:
 
 
 def test_preparation_after_the_commit_waits_for_the_store(tmp_path, db, capsys) -> None:
-    from cli.commands.ingest import _prepare
+    from commwall.cli.commands.ingest import _prepare
 
     copy = tmp_path / "p.duckdb"
     copy.write_bytes(db.read_bytes())
@@ -262,7 +272,7 @@ def test_preparation_after_the_commit_waits_for_the_store(tmp_path, db, capsys) 
 
 
 def test_preparation_gives_up_in_one_line_naming_the_holder(tmp_path, db, capsys) -> None:
-    from cli.commands.ingest import _prepare
+    from commwall.cli.commands.ingest import _prepare
 
     copy = tmp_path / "g.duckdb"
     copy.write_bytes(db.read_bytes())
@@ -284,7 +294,7 @@ def test_preparation_gives_up_in_one_line_naming_the_holder(tmp_path, db, capsys
 
 
 def test_the_busy_error_names_the_pid_duckdb_reports(tmp_path) -> None:
-    from ingest import store
+    from commwall.ingest import store
 
     db = tmp_path / "e.duckdb"
     hold = hold_store(db)

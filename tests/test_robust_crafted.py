@@ -11,10 +11,10 @@ import sqlite3
 import pytest
 from conftest import DATA, SAMPLES
 
-from cli.main import main
-from ingest.errors import IngestError
-from ingest.formats.registry import parse
-from ingest.options import ParseOptions
+from commwall.cli.main import main
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.registry import parse
+from commwall.ingest.options import ParseOptions
 
 GLOO = SAMPLES / "gloo_2rank_sizes" / "rank0.pt.trace.json.gz"
 FR = SAMPLES / "fr_skip" / "rank0.json.gz"

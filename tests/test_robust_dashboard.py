@@ -9,9 +9,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from analysis import report as report_mod
-from dashboard import nav
-from dashboard.database import DB_ENV, UPLOAD_ENV
+from commwall.analysis.report import build as report_mod
+from commwall.dashboard import nav
+from commwall.dashboard.database import DB_ENV, UPLOAD_ENV
 from tests.robust_support import ROOT, SAMPLES
 from tests.test_robust_cli import _broken_section
 
@@ -20,7 +20,7 @@ APP = str(ROOT / "dashboard" / "app.py")
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest import store  # noqa: PLC0415
+    from commwall.ingest import store  # noqa: PLC0415
 
     path = tmp_path_factory.mktemp("d") / "s.duckdb"
     con = store.connect(path)

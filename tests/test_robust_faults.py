@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ingest.formats.nsys import source as nsys_source
+from commwall.ingest.formats.nsys import source as nsys_source
 from tests.robust_support import (
     ROOT,
     SAMPLES,
@@ -83,7 +83,7 @@ def test_temp_files_of_a_killed_process_are_reclaimed(tmp_path: Path) -> None:
     shutil.copy(src, export)
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     code = (
-        "import sys, time; from pathlib import Path; from ingest.formats.nsys.source import sqlite_file\n"
+        "import sys, time; from pathlib import Path; from commwall.ingest.formats.nsys.source import sqlite_file\n"
         f"with sqlite_file(Path({str(export)!r}), 1 << 30) as p:\n"
         "    print(p, flush=True); time.sleep(60)\n"
     )
@@ -120,13 +120,13 @@ def test_a_parser_bug_in_distributed_ingest_is_an_error_naming_the_file(
 ) -> None:
     # as in the local path: the bug becomes an IngestError naming the file (logged with its
     # traceback), the run lands whole or not at all, and --keep-going stores the others
-    from ingest import store
-    from ingest.errors import IngestError
-    from ingest.exec import distributed
+    from commwall.ingest import store
+    from commwall.ingest.errors import IngestError
+    from commwall.ingest.exec import distributed
 
     kw: dict = {}
     if on_dask:
-        from ingest.exec import cluster
+        from commwall.ingest.exec import cluster
 
         kw["executor"] = cluster.executor(request.getfixturevalue("dask_client"))
     bad = DLRM[2]

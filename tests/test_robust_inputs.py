@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis.db import load_modules
-from analysis.report import build_report
-from ingest import store
-from ingest.errors import IngestError
-from ingest.exec import distributed
-from ingest.formats import registry as formats
-from ingest.schema import NEGATIVE_DURATION
-from ingest.sources import MAX_RATIO, RATIO_SLACK, read_bytes
+from commwall.analysis.db import load_modules
+from commwall.analysis.report.build import build_report
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec import distributed
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.schema import NEGATIVE_DURATION
+from commwall.ingest.sources import MAX_RATIO, RATIO_SLACK, read_bytes
 
 CRASHES = Path(__file__).parent / "data" / "crashes"
 KINETO, NSYS = CRASHES / "kineto", CRASHES / "nsys"
@@ -335,7 +335,7 @@ def test_nccl_reproducer_of_the_quadratic_regex_parses_in_linear_time() -> None:
 
 
 def _real_fr_pickle() -> dict:
-    from ingest import safe_pickle
+    from commwall.ingest import safe_pickle
 
     src = Path(__file__).parents[1] / "sample_traces" / "fr_skip_pickle" / "rank0.pkl.gz"
     return safe_pickle.loads(gzip.decompress(src.read_bytes()))  # type: ignore[return-value]

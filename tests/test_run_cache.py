@@ -1,4 +1,4 @@
-"""A run's session tables kept between processes (analysis/run_cache.py): a report read from the
+"""A run's session tables kept between processes (analysis/report/run_cache.py): a report read from the
 cache equals the report computed without it, on real traces and on a generated run; the entry is
 not used once the run's rows change (a file ingested into the run, rows added another way) or
 when it is damaged, and a cache that cannot be written is simply not used."""
@@ -12,10 +12,11 @@ import pytest
 from conftest import SAMPLES
 from synthetic_traces import Scenario, insert_run, simulate, small_runs
 
-from analysis import report_cache, run_cache, session
-from analysis.db import load_modules, run_id
-from analysis.report import build_report
-from ingest import store
+from commwall.analysis.db import load_modules, run_id
+from commwall.analysis.report import cache as report_cache
+from commwall.analysis.report import run_cache, session
+from commwall.analysis.report.build import build_report
+from commwall.ingest import store
 
 GLOO = SAMPLES / "gloo_4rank_sleep"
 
@@ -189,7 +190,7 @@ def test_small_runs_are_not_written(generated, monkeypatch):
 
 
 def test_ingest_prepares_the_run_so_that_its_first_report_reads_it(tmp_path, monkeypatch, loads):
-    from cli.main import main
+    from commwall.cli.main import main
 
     monkeypatch.setattr(run_cache, "MIN_SECONDS", 3600.0)  # the ingest keeps them however fast
     db = tmp_path / "i.duckdb"
@@ -203,8 +204,8 @@ def test_ingest_prepares_the_run_so_that_its_first_report_reads_it(tmp_path, mon
 
 
 def test_a_run_that_cannot_be_prepared_is_still_ingested(tmp_path, monkeypatch, capsys):
-    from analysis.api import Run
-    from cli.main import main
+    from commwall.analysis.api import Run
+    from commwall.cli.main import main
 
     def fail(self):  # noqa: ANN001, ANN202
         raise RuntimeError("out of memory")
@@ -237,7 +238,7 @@ def test_a_writer_killed_midway_leaves_nothing_that_lasts(generated, monkeypatch
 def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
     tmp_path, monkeypatch, loads
 ):
-    from cli.main import main
+    from commwall.cli.main import main
 
     db = tmp_path / "d.duckdb"
     files = [str(p) for p in sorted(GLOO.glob("rank*.pt.trace.json.gz"))]

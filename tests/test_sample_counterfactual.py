@@ -18,9 +18,9 @@ import pytest
 from conftest import DATA, SAMPLES, analysis_store
 from kineto_truth import job_steps_ms
 
-from analysis import replay
-from analysis.db import run_id
-from analysis.report import build_report
+from commwall.analysis.db import run_id
+from commwall.analysis.replay import engine as replay
+from commwall.analysis.report.build import build_report
 
 RUN = DATA / "gloo_unpinned/sleep_backward_4rank_r2"
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import DATA, analysis_store
 from kineto_truth import events, gpu_steps
 
-from analysis import policy
-from analysis.report import build_report
+from commwall.analysis import policy
+from commwall.analysis.report.build import build_report
 
 TRACE = DATA / "kineto/hta_negative_queue_length_rank0of16"
 
@@ -97,6 +97,6 @@ def test_a_step_mostly_of_compute_is_not_called_bound_by_a_small_overhead(tmp_pa
      (0.1, "10%, at the line, not above it")],
 )  # fmt: skip
 def test_a_share_beside_the_wall_line_prints_on_its_side(share, printed):
-    from analysis.diagnosis import _limit_pct
+    from commwall.analysis.report.diagnosis import _limit_pct
 
     assert _limit_pct(share, policy.WALL_EXPOSED_SHARE) == printed

@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import store
-from ingest.errors import IngestError
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError
 
 EVENTS = 130_000  # per rank file: just over one of DuckDB's row groups (122,880 rows)
 

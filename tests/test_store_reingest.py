@@ -8,9 +8,9 @@ import shutil
 import pytest
 from conftest import DLRM
 
-from ingest import store
-from ingest.errors import IngestError
-from ingest.formats import registry as formats
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats import registry as formats
 
 FILE = sorted(DLRM.glob("*.gz"))[0]
 

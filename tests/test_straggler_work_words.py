@@ -14,8 +14,8 @@ import statistics
 from conftest import DATA, analysis_store
 from kineto_truth import events
 
-from analysis.report import build_report
-from analysis.stragglers import SAME_WORK
+from commwall.analysis.collectives.stragglers import SAME_WORK
+from commwall.analysis.report.build import build_report
 
 RUN = DATA / "gloo_alternating/sleep_front_2rank_r1_nice20"
 

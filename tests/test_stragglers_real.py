@@ -10,12 +10,16 @@ import pytest
 from conftest import DLRM, SAMPLES
 from kineto_truth import arrivals, collective_starts
 
-from analysis.collectives import collectives_section
-from analysis.db import open_db, run_id
-from analysis.policy import STRAGGLER_MIN_T
-from analysis.report import SECTIONS
-from analysis.stragglers import straggler_ranks, straggler_steps, stragglers_section
-from ingest import discover, store
+from commwall.analysis.collectives.instances import collectives_section
+from commwall.analysis.collectives.stragglers import (
+    straggler_ranks,
+    straggler_steps,
+    stragglers_section,
+)
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.policy import STRAGGLER_MIN_T
+from commwall.analysis.report.build import SECTIONS
+from commwall.ingest import discover, store
 
 SETS = (DLRM, SAMPLES / "gloo_4rank_compute", SAMPLES / "gloo_4rank_sleep")
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synthetic_traces import Scenario, insert_run, simulate, write_kineto
 
-from analysis.collectives import clock_check, clock_offsets, collective_instances
-from analysis.db import open_db, run_id
-from analysis.stragglers import straggler_ranks, verdict
-from ingest import store
+from commwall.analysis.collectives.instances import clock_check, clock_offsets, collective_instances
+from commwall.analysis.collectives.stragglers import straggler_ranks, verdict
+from commwall.analysis.db import open_db, run_id
+from commwall.ingest import store
 
 OFFSET_TOLERANCE_NS = 1_000  # stated in docs/stragglers.md: end jitter is up to 500 ns
 

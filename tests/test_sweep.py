@@ -1,4 +1,4 @@
-"""The one-pass sweep of a run's timeline (analysis/sweep.py) against the SQL definitions it
+"""The one-pass sweep of a run's timeline (analysis/steps/sweep.py) against the SQL definitions it
 replaces in a session: operator_compute, step_overlap, rank_overlap, step_decomposition and
 rank_decomposition computed by their own macros (the peer) and from the sweep must be the same
 rows to the nanosecond, on random stores (nested, touching and zero-length intervals, operator
@@ -14,10 +14,10 @@ from conftest import DLRM, SAMPLES, memory_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis import sweep as sweep_module
-from analysis.db import open_db, run_id
-from analysis.session import FROM_SWEEP, _sweep_tables
-from ingest import discover, store
+from commwall.analysis.db import open_db, run_id
+from commwall.analysis.report.session import FROM_SWEEP, _sweep_tables
+from commwall.analysis.steps import sweep as sweep_module
+from commwall.ingest import discover, store
 
 _CON: dict = {}
 

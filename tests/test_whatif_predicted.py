@@ -1,4 +1,4 @@
-"""The what-ifs' prediction (analysis.whatif.predicted) against the model's full prediction
+"""The what-ifs' prediction (analysis.model.whatif.predicted) against the model's full prediction
 (analysis.model.scenario.predict), which it used to call: the same step, τ and verdict for
 every algorithm choice and knob setting."""
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import whatif
-from analysis.model.scenario import calculator, predict
-from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
+from commwall.analysis.model import whatif
+from commwall.analysis.model.scenario import calculator, predict
+from commwall.analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
 
 ALGORITHMS = ("best", "ring", "tree", "nccl")
 

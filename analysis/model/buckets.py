@@ -8,9 +8,9 @@ when there is one).
 
 from __future__ import annotations
 
-from analysis.model.collectives import Cost, Topology, collective_cost
-from analysis.model.nccl_tuning import NcclChoice, NcclTopo, nccl_predict
-from analysis.model.units import MiB
+from commwall.analysis.model.collectives import Cost, Topology, collective_cost
+from commwall.analysis.model.nccl_tuning import NcclChoice, NcclTopo, nccl_predict
+from commwall.analysis.model.units import MiB
 
 DDP_BUCKET_BYTES = 25 * MiB
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.model.busbw import busbw_factor, ring_steps
-from analysis.model.collectives import OPS, Link, Topology
-from analysis.model.fit import LinkFit, clean, to_link
-from analysis.model.heldout import cross_validated_ape, method, size_blind
-from analysis.model.heldout import status as heldout_status
-from analysis.model.regimes import RegimeFit, fit_labelled, fit_regimes
-from analysis.model.scenario import Scenario
+from commwall.analysis.model.busbw import busbw_factor, ring_steps
+from commwall.analysis.model.collectives import OPS, Link, Topology
+from commwall.analysis.model.fit import LinkFit, clean, to_link
+from commwall.analysis.model.heldout import cross_validated_ape, method, size_blind
+from commwall.analysis.model.heldout import status as heldout_status
+from commwall.analysis.model.regimes import RegimeFit, fit_labelled, fit_regimes
+from commwall.analysis.model.scenario import Scenario
 
 #: Ops with a bus-bandwidth convention (every collective kind and point-to-point); barrier
 #: and unknown ops are not fitted.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.model.busbw import busbw_factor, ring_steps
+from commwall.analysis.model.busbw import busbw_factor, ring_steps
 
 HUBER_C = 1.345
 #: The least scale of the log residuals the Huber weights are taken against: a ratio error of

@@ -88,7 +88,7 @@ def intra_node_link(gpu_name: str | None) -> LinkSpec | None:
 def link_for_peak(text: str) -> LinkSpec:
     """A `--link-peak` value: a name or unambiguous part of one from LINKS ('NDR', 'NVLink3')
     or a bandwidth with units ('50GB/s', '400Gbps', per direction)."""
-    from analysis.model.units import parse_bandwidth
+    from commwall.analysis.model.units import parse_bandwidth
 
     hits = [s for name, s in LINKS.items() if text.lower() in name.lower()]
     if len(hits) == 1:

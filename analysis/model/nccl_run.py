@@ -13,9 +13,9 @@ import re
 
 import numpy as np
 
-from analysis.model.collectives import Link, Topology
-from analysis.model.hardware import LinkSpec
-from analysis.model.nccl_tuning import NcclTopo, nccl_predict, nccl_topo
+from commwall.analysis.model.collectives import Link, Topology
+from commwall.analysis.model.hardware import LinkSpec
+from commwall.analysis.model.nccl_tuning import NcclTopo, nccl_predict, nccl_topo
 
 #: Ops NCCL's tuning model predicts.
 NCCL_OPS = ("allreduce", "allgather", "reduce_scatter")

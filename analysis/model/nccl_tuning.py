@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.model.collectives import Topology
+from commwall.analysis.model.collectives import Topology
 
 VERSION = "2.30.7-1"
 PROTOCOLS = ("LL", "LL128", "Simple")

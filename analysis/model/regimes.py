@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.model.fit import HUBER_C, AlphaBetaFit, _irls, clean, fit_alpha_beta
+from commwall.analysis.model.fit import HUBER_C, AlphaBetaFit, _irls, clean, fit_alpha_beta
 
 MAX_SEGMENTS = 3
 #: At most this many candidate cut positions are tried (evenly spread over the sizes).

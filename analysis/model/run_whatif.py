@@ -1,14 +1,14 @@
 """What-ifs on a stored run: the calibrated scenario of the run with the dashboard's knobs
-(analysis.whatif.KNOBS: gradient accumulation, link bandwidth, compression, overlap, nodes)
+(analysis.model.whatif.KNOBS: gradient accumulation, link bandwidth, compression, overlap, nodes)
 moved, beside the run as measured and as the unchanged model predicts it."""
 
 from __future__ import annotations
 
 import duckdb
 
-from analysis.model.hardware import LinkSpec
-from analysis.model.section import model_section, run_scenario
-from analysis.whatif import KNOBS, knob_value, predicted, with_knobs
+from commwall.analysis.model.hardware import LinkSpec
+from commwall.analysis.model.section import model_section, run_scenario
+from commwall.analysis.model.whatif import KNOBS, knob_value, predicted, with_knobs
 
 
 def run_whatif(

@@ -15,17 +15,17 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.model.buckets import DDP_BUCKET_BYTES, n_collectives, nccl_step, step_cost
-from analysis.model.collectives import ALGORITHMS, IN_NETWORK, Link, Topology
-from analysis.model.hardware import (
+from commwall.analysis.model.buckets import DDP_BUCKET_BYTES, n_collectives, nccl_step, step_cost
+from commwall.analysis.model.collectives import ALGORITHMS, IN_NETWORK, Link, Topology
+from commwall.analysis.model.hardware import (
     DEFAULT_NET_ALPHA_S,
     DEFAULT_NVLINK_ALPHA_S,
     DEFAULT_NVLINK_BIDIR_Bps,
 )
-from analysis.model.nccl_tuning import NcclChoice, nccl_topo
-from analysis.model.step import DEFAULT_TARGET_OVERHEAD, StepModel, max_comm_for_overhead
-from analysis.model.step import step_model as _step_model
-from analysis.model.units import dtype_bytes, parse_bandwidth, parse_bytes, parse_count
+from commwall.analysis.model.nccl_tuning import NcclChoice, nccl_topo
+from commwall.analysis.model.step import DEFAULT_TARGET_OVERHEAD, StepModel, max_comm_for_overhead
+from commwall.analysis.model.step import step_model as _step_model
+from commwall.analysis.model.units import dtype_bytes, parse_bandwidth, parse_bytes, parse_count
 
 OP = "allreduce"
 

@@ -19,8 +19,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from analysis import db
-from analysis.model.calibrate import (
+from commwall.analysis import db
+from commwall.analysis.model.calibrate import (
     FITTED_OPS,
     OpFit,
     achieved_busbw_Bps,
@@ -32,11 +32,11 @@ from analysis.model.calibrate import (
     predicted_transfer,
     usable,
 )
-from analysis.model.hardware import LinkSpec, intra_node_link
-from analysis.model.heldout import CALIBRATED_MEDIAN_APE, summary
-from analysis.model.nccl_run import NCCL_OPS, nccl_times, run_topo
-from analysis.model.scenario import Scenario, comm_time, predict, vary
-from analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
+from commwall.analysis.model.hardware import LinkSpec, intra_node_link
+from commwall.analysis.model.heldout import CALIBRATED_MEDIAN_APE, summary
+from commwall.analysis.model.nccl_run import NCCL_OPS, nccl_times, run_topo
+from commwall.analysis.model.scenario import Scenario, comm_time, predict, vary
+from commwall.analysis.model.step import DEFAULT_TARGET_OVERHEAD, verdict
 
 NOT_CALIBRATED = "not calibrated: no matched collectives"
 TOO_FEW = "not calibrated: fewer than 2 matched collectives of any one op"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.model.nccl_tuning import VERSION
-from analysis.model.scenario import Prediction
-from analysis.model.units import GiB
+from commwall.analysis.model.nccl_tuning import VERSION
+from commwall.analysis.model.scenario import Prediction
+from commwall.analysis.model.units import GiB
 
 MS = 1e3
 

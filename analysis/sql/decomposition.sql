@@ -68,7 +68,7 @@ ORDER BY w.rank, w.step;
 --             idle_ns. The six parts add up to step_ns.
 -- Algorithm: step_clip of activities and wait intervals, timeline_parts per (rank, step);
 -- idle = window - busy; windows without activity are all idle (_step_decomposition_from).
--- (A run's analysis session computes the same parts in one sweep: analysis/sweep.py.)
+-- (A run's analysis session computes the same parts in one sweep: analysis/steps/sweep.py.)
 CREATE OR REPLACE TEMP MACRO step_decomposition(rid) AS TABLE
 WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
 c AS (SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_clip(rows, rid)),
@@ -98,7 +98,7 @@ ORDER BY rank;
 -- end of its timeline activity), for runs without step annotations.
 --   returns   rank, step_ns (the span), the six parts as step_decomposition.
 -- Algorithm: timeline_parts grouped by rank; idle = span - busy (_rank_decomposition_from).
--- (A run's analysis session computes the same parts in one sweep: analysis/sweep.py.)
+-- (A run's analysis session computes the same parts in one sweep: analysis/steps/sweep.py.)
 CREATE OR REPLACE TEMP MACRO rank_decomposition(rid) AS TABLE
 WITH rows AS MATERIALIZED (SELECT * FROM _decomposition_rows(rid)),
 span AS (

@@ -1,5 +1,5 @@
 -- diff: the per-run figures that `commwall diff` sets side by side (the comparison itself, the
--- noise test and the deltas, is in analysis/diff.py).
+-- noise test and the deltas, is in analysis/compare/diff.py).
 -- requires: overlap, collective_summary, kernel_algorithms
 
 -- step_times(rid): one row per training step of run `rid`: the job's step time.

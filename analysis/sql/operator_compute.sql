@@ -36,7 +36,7 @@ ORDER BY w.rank, w.step;
 --             (compute_ns 0 when it holds none).
 -- Algorithm: _operator_ops clipped to step_windows, their union per (rank, step) measured with
 -- timeline_cover (_operator_compute_from). (A run's analysis session computes the same figure
--- in one sweep: analysis/sweep.py.)
+-- in one sweep: analysis/steps/sweep.py.)
 CREATE OR REPLACE TEMP MACRO operator_compute(rid) AS TABLE
 WITH ops AS (SELECT rank, ts, dur, 'compute' AS kind FROM _operator_ops(rid)),
 clipped AS (

@@ -47,7 +47,7 @@ SELECT * FROM _overlap_ratios(r) ORDER BY rank;
 --             comm_overlap_fraction. Ranks without timeline activity have zeros and NULLs.
 -- Algorithm: timeline_cover grouped by rank; span from min/max over the same rows;
 -- _rank_overlap_from. (A run's analysis session computes the same figures in one sweep:
--- analysis/sweep.py.)
+-- analysis/steps/sweep.py.)
 CREATE OR REPLACE TEMP MACRO rank_overlap(rid) AS TABLE
 WITH a AS (
     SELECT rank AS grp, ts, dur, kind FROM activities
@@ -84,7 +84,7 @@ SELECT * FROM _overlap_ratios(r) ORDER BY rank, step;
 --             comm_overlap_fraction.
 -- Algorithm: timeline_cover over step_activities grouped by (rank, step); windows without
 -- activity keep their length as idle (_step_overlap_from). (A run's analysis session computes
--- the same figures in one sweep: analysis/sweep.py.)
+-- the same figures in one sweep: analysis/steps/sweep.py.)
 CREATE OR REPLACE TEMP MACRO step_overlap(rid) AS TABLE
 WITH a AS (
     SELECT {'rank': rank, 'step': step} AS grp, ts, dur, kind FROM step_activities(rid)

@@ -1,4 +1,4 @@
--- replay: the inputs of the what-if replay (analysis/replay.py), all on the aligned clock.
+-- replay: the inputs of the what-if replay (analysis/replay/engine.py), all on the aligned clock.
 -- requires: steps, collectives, intervals
 -- The replay needs, per rank: its step windows, its collective calls with the figures of their
 -- instances, and its busy time (to know how much of a gap between two calls was idle). Times

@@ -1,5 +1,5 @@
 -- timeline_export: a run's activities and matched collectives on the aligned clock, for the
--- merged Perfetto / Chrome-trace timeline (analysis/perfetto.py writes the JSON).
+-- merged Perfetto / Chrome-trace timeline (analysis/report/perfetto.py writes the JSON).
 -- requires: collectives, timeline
 
 -- aligned_activities(rid): every activity of run `rid` on the aligned clock.

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from analysis.safe_text import printable, shorten
+from commwall.analysis.safe_text import printable, shorten
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +52,7 @@ def seconds(text: str) -> float:
 def add_wait(p: argparse.ArgumentParser) -> None:
     """The shared `--wait SECONDS` option of the commands that open a store: how long each of
     their steps that opens it waits while another process holds it (ingest.store.while_held)."""
-    from ingest.store import WAIT_S  # noqa: PLC0415 (every command with --wait imports it)
+    from commwall.ingest.store import WAIT_S  # noqa: PLC0415 (every command with --wait imports it)
 
     p.add_argument(
         "--wait",
@@ -166,7 +166,7 @@ def _hint(record: logging.LogRecord) -> bool:
 def unexpected(e: Exception) -> int:
     """What the CLI says about an exception no command handled: the store being busy in words
     (who holds it), anything else as an error to report, its traceback logged; status 2."""
-    from ingest.store import StoreBusyError, busy  # noqa: PLC0415 (only on this path)
+    from commwall.ingest.store import StoreBusyError, busy  # noqa: PLC0415 (only on this path)
 
     if isinstance(e, StoreBusyError):
         return error(str(e))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from analysis import db
-from cli.commands._output import add_format, emit_json, emit_text, error, fmt_table
-from cli.commands._store import add_read_db, open_store
+from commwall.analysis import db
+from commwall.cli.commands._output import add_format, emit_json, emit_text, error, fmt_table
+from commwall.cli.commands._store import add_read_db, open_store
 
 Renderer = Callable[[dict, Callable], str]
 
@@ -21,7 +21,7 @@ def add_section_command(
     render: Renderer,
 ) -> None:
     """Register `commwall NAME --db F --run R [--format text|json]` printing the report's
-    `section` (a key of analysis.report.SECTIONS) as JSON or as `render`'s text."""
+    `section` (a key of analysis.report.build.SECTIONS) as JSON or as `render`'s text."""
     p = sub.add_parser(name, help=help_text, description=description)
     add_read_db(p)
     p.add_argument("--run", required=True, help="run name")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.api import Store
-from cli.commands._output import add_db, add_wait, note
-from ingest.store import while_held
+from commwall.analysis.api import Store
+from commwall.cli.commands._output import add_db, add_wait, note
+from commwall.ingest.store import while_held
 
 
 def add_read_db(p: argparse.ArgumentParser) -> None:

@@ -7,9 +7,9 @@ import json
 
 import pandas as pd
 
-from analysis import db
-from analysis.api import COLLECTIVE_VIEWS
-from cli.commands._output import (
+from commwall.analysis import db
+from commwall.analysis.api import COLLECTIVE_VIEWS
+from commwall.cli.commands._output import (
     add_format,
     emit_csv,
     emit_json,
@@ -17,7 +17,7 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
-from cli.commands._store import add_read_db, open_store
+from commwall.cli.commands._store import add_read_db, open_store
 
 #: Columns shown by the text format (json and csv give every column).
 TEXT_COLUMNS = {

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.api import Store
-from cli.commands._output import emit_text, error, fmt_table, note
-from cli.commands.serve import add_serve_options, serve
-from cli.text_report import render_text
-from ingest import discover, store
+from commwall.analysis.api import Store
+from commwall.cli.commands._output import emit_text, error, fmt_table, note
+from commwall.cli.commands.serve import add_serve_options, serve
+from commwall.cli.text_report import render_text
+from commwall.ingest import discover, store
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 

@@ -9,9 +9,9 @@ import textwrap
 
 import pandas as pd
 
-from analysis import db
-from analysis.diff import TABLES, change_sentence, regressions, unjudged
-from cli.commands._output import (
+from commwall.analysis import db
+from commwall.analysis.compare.diff import TABLES, change_sentence, regressions, unjudged
+from commwall.cli.commands._output import (
     add_format,
     emit_csv,
     emit_json,
@@ -20,7 +20,7 @@ from cli.commands._output import (
     fmt_table,
     note,
 )
-from cli.commands._store import add_read_db, open_store
+from commwall.cli.commands._store import add_read_db, open_store
 
 #: Titles of the tables in the text format (step_samples only when asked for by --table).
 TITLES = {

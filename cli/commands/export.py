@@ -10,10 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-from analysis import db
-from analysis.api import Store
-from cli.commands._output import error, note, printable
-from cli.commands._store import add_read_db, open_store
+from commwall.analysis import db
+from commwall.analysis.api import Store
+from commwall.cli.commands._output import error, note, printable
+from commwall.cli.commands._store import add_read_db, open_store
 
 FORMATS = ("html", "md", "perfetto")
 
@@ -49,7 +49,7 @@ def _format(args: argparse.Namespace) -> str:
 def _build(store: Store, args: argparse.Namespace, fmt: str) -> str:
     if fmt == "perfetto":
         return json.dumps(store.run(args.run).perfetto(), separators=(",", ":"))
-    from dashboard.export import postmortem  # noqa: PLC0415 (charts: only these formats)
+    from commwall.dashboard.export import postmortem  # noqa: PLC0415 (charts: only these formats)
 
     return postmortem(store.con, args.run, fmt, baseline=args.diff)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands._section import add_section_command
-from dashboard.hang_text import render_hang
+from commwall.cli.commands._section import add_section_command
+from commwall.dashboard.hang_text import render_hang
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

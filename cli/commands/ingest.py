@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 from tqdm import tqdm
 
-from cli.commands._output import add_db, add_wait, error, note, number, printable
-from ingest import discover, store
-from ingest.errors import IngestError, shown_name
-from ingest.options import ParseOptions
+from commwall.cli.commands._output import add_db, add_wait, error, note, number, printable
+from commwall.ingest import discover, store
+from commwall.ingest.errors import IngestError, shown_name
+from commwall.ingest.options import ParseOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -201,7 +201,7 @@ def _prepare(db: str, name: str, quiet: bool, wait_s: float) -> None:
     first report reads them back; opening the store waits up to `wait_s` seconds while another
     process holds it, as the ingest's own opening does (store.while_held). A failure leaves
     the ingest as it was and is noted."""
-    from analysis.api import Store  # here, not above: ingest alone never loads analysis
+    from commwall.analysis.api import Store  # here, not above: ingest alone never loads analysis
 
     if not quiet:
         note(f"run {name!r}: preparing its analysis tables and report")
@@ -231,13 +231,15 @@ def _sharded(
     on_file: Callable[[Path, store.FileResult], None],
 ) -> store.IngestSummary:
     """Ingest as Parquet shards, parsed in process or on a Dask cluster (docs/scale_out.md)."""
-    from ingest.exec import distributed  # here, not above: the default path never loads Dask
+    from commwall.ingest.exec import (
+        distributed,  # here, not above: the default path never loads Dask
+    )
 
     dataset = args.dataset or f"{args.db}.shards"
     kw = {"notes": args.notes, "keep_going": args.keep_going, "on_file": on_file}
     if not (args.workers or args.scheduler):
         return distributed.ingest(con, name, paths, dataset, opts, **kw)
-    from ingest.exec import cluster
+    from commwall.ingest.exec import cluster
 
     with cluster.client(args.workers, args.scheduler) as client:
         return distributed.ingest(

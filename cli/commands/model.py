@@ -7,14 +7,21 @@ import argparse
 
 import pandas as pd
 
-from analysis.model.collectives import ALGORITHMS
-from analysis.model.hardware import DEFAULT_NET_ALPHA_S, DEFAULT_NVLINK_ALPHA_S
-from analysis.model.nccl_tuning import ARCHS
-from analysis.model.scenario import calculator, predict
-from analysis.model.summary import prediction_dict
-from analysis.model.units import parse_duration
-from analysis.whatif import KNOBS
-from cli.commands._output import add_format, add_wait, emit_json, emit_text, error, fmt_table
+from commwall.analysis.model.collectives import ALGORITHMS
+from commwall.analysis.model.hardware import DEFAULT_NET_ALPHA_S, DEFAULT_NVLINK_ALPHA_S
+from commwall.analysis.model.nccl_tuning import ARCHS
+from commwall.analysis.model.scenario import calculator, predict
+from commwall.analysis.model.summary import prediction_dict
+from commwall.analysis.model.units import parse_duration
+from commwall.analysis.model.whatif import KNOBS
+from commwall.cli.commands._output import (
+    add_format,
+    add_wait,
+    emit_json,
+    emit_text,
+    error,
+    fmt_table,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -152,10 +159,10 @@ def render(r: dict) -> str:
 
 def run_stored(args: argparse.Namespace) -> int:
     """What-ifs on a stored run: the dashboard's knobs, given as options."""
-    from analysis import db
-    from analysis.model.hardware import link_for_peak
-    from analysis.model.units import parse_bandwidth
-    from cli.commands._store import open_store
+    from commwall.analysis import db
+    from commwall.analysis.model.hardware import link_for_peak
+    from commwall.analysis.model.units import parse_bandwidth
+    from commwall.cli.commands._store import open_store
 
     if not args.run:
         return error("--db needs --run")

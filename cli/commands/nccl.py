@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands._section import add_section_command
-from dashboard.nccl_text import render_nccl
+from commwall.cli.commands._section import add_section_command
+from commwall.dashboard.nccl_text import render_nccl
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -6,8 +6,8 @@ import argparse
 
 import pandas as pd
 
-from analysis import db
-from cli.commands._output import (
+from commwall.analysis import db
+from commwall.cli.commands._output import (
     add_format,
     emit_csv,
     emit_json,
@@ -15,8 +15,8 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
-from cli.commands._store import add_read_db, open_store
-from cli.text_report import render_text
+from commwall.cli.commands._store import add_read_db, open_store
+from commwall.cli.text_report import render_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

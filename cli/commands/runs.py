@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands._output import (
+from commwall.cli.commands._output import (
     add_format,
     emit_csv,
     emit_json,
@@ -12,7 +12,7 @@ from cli.commands._output import (
     error,
     fmt_table,
 )
-from cli.commands._store import add_read_db, open_store
+from commwall.cli.commands._store import add_read_db, open_store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-import dashboard
-from cli.commands._output import add_db, add_wait, error, note
-from dashboard.database import DB_ENV, UPLOAD_ENV, WAIT_ENV, StoreFile
-from ingest.store import WAIT_S, StoreError
+import commwall.dashboard as dashboard
+from commwall.cli.commands._output import add_db, add_wait, error, note
+from commwall.dashboard.database import DB_ENV, UPLOAD_ENV, WAIT_ENV, StoreFile
+from commwall.ingest.store import WAIT_S, StoreError
 
 APP_DIR = Path(dashboard.__file__).resolve().parent  # the Streamlit app and its .streamlit/
 

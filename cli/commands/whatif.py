@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands._section import add_section_command
-from cli.text_report import render_replay
+from commwall.cli.commands._section import add_section_command
+from commwall.cli.text_report import render_replay
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

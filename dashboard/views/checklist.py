@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.checklist import ATTENTION, NOT_OBSERVABLE, OK, evaluate, ordered
-from dashboard import nav, session
-from dashboard.ui import md, md_code
+from commwall.analysis.report.checklist import ATTENTION, NOT_OBSERVABLE, OK, evaluate, ordered
+from commwall.dashboard import nav, session
+from commwall.dashboard.ui import md, md_code
 
 BADGES = {
     ATTENTION: ("attention", "red", ":material/warning:"),

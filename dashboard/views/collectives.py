@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis.collectives import matching_sentence
-from analysis.links import LINK_PEAKS_GBPS
-from analysis.units import NS_PER_MS
-from dashboard import charts, data, session
-from dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
+from commwall.analysis.collectives.instances import matching_sentence
+from commwall.analysis.nccl.links import LINK_PEAKS_GBPS
+from commwall.analysis.units import NS_PER_MS
+from commwall.dashboard import charts, data, session
+from commwall.dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
 
 #: What a point of the scatters carries (its tooltip).
 POINT_COLUMNS = ["op", "step", "instance", "bytes", "transfer_ms", "busbw_GBps", "last_rank"]

@@ -1,4 +1,4 @@
-"""Compare runs: a baseline and one or more runs against it (analysis.diff), with the step
+"""Compare runs: a baseline and one or more runs against it (analysis.compare.diff), with the step
 time judged against run-to-run noise."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis.compare import METRICS
-from analysis.diagnosis import short_verdict
-from analysis.diff import change_sentence
-from analysis.postmortem import decomposition_table
-from dashboard import data_docs, doc_charts, session
-from dashboard.ui import fmt_pct, md, plot, prose, table
+from commwall.analysis.compare.diff import change_sentence
+from commwall.analysis.compare.pair import METRICS
+from commwall.analysis.report.diagnosis import short_verdict
+from commwall.analysis.report.postmortem import decomposition_table
+from commwall.dashboard import data_docs, doc_charts, session
+from commwall.dashboard.ui import fmt_pct, md, plot, prose, table
 
 #: Tiles: summary key → (label, kind): ms and ratios with three decimals, shares as %.
 TILES = {

@@ -7,9 +7,9 @@ import shlex
 
 import streamlit as st
 
-from dashboard import data_docs, database, session
-from dashboard.ui import md
-from dashboard.uploads import safe_name
+from commwall.dashboard import data_docs, database, session
+from commwall.dashboard.ui import md
+from commwall.dashboard.uploads import safe_name
 
 v = session.current_run()
 st.header(f"Export — {md(v.run)}")

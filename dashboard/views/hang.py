@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, session
-from dashboard.hang_text import listed, timeline_rows
-from dashboard.ui import md, missing, plot, table
+from commwall.dashboard import charts, session
+from commwall.dashboard.hang_text import listed, timeline_rows
+from commwall.dashboard.ui import md, missing, plot, table
 
 UPLOAD_FR = (
     "Upload one Flight Recorder dump per rank (JSON or pickle): run the job with "

@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from analysis import whatif
-from analysis.model.scenario import Scenario
-from analysis.stopped import HUNG
-from dashboard import charts, data, session
-from dashboard.ui import (
+from commwall.analysis.hangs.stopped import HUNG
+from commwall.analysis.model import whatif
+from commwall.analysis.model.scenario import Scenario
+from commwall.dashboard import charts, data, session
+from commwall.dashboard.ui import (
     fmt_ms,
     fmt_pct,
     fmt_ratio,

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analysis.nccl import test_sentence
-from dashboard import charts, data, figures, session
-from dashboard.ui import md, missing, nccl_hint
-from dashboard.ui import table as ui_table
+from commwall.analysis.nccl.section import test_sentence
+from commwall.dashboard import charts, data, figures, session
+from commwall.dashboard.ui import md, missing, nccl_hint
+from commwall.dashboard.ui import table as ui_table
 
 MAX_DRAWN = 4  # channels drawn per communicator
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import summary
-from dashboard import charts, session
-from dashboard.ui import (
+from commwall.analysis.steps import summary
+from commwall.dashboard import charts, session
+from commwall.dashboard.ui import (
     UPLOAD_TRACES,
     diagnosis_points,
     fmt_ms,

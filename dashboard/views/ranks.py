@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis.outliers import Z_LIMIT, flag_outliers
-from dashboard import charts, data, session
-from dashboard.ui import md, missing, plot, steps_hint, table, traces_hint
+from commwall.analysis.collectives.outliers import Z_LIMIT, flag_outliers
+from commwall.dashboard import charts, data, session
+from commwall.dashboard.ui import md, missing, plot, steps_hint, table, traces_hint
 
 #: Metrics searched for outliers: steps-table column → title.
 METRICS = {

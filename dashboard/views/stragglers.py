@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, session
-from dashboard.ui import findings, matched_instances, md, missing, plot, traces_hint
-from dashboard.ui import table as ui_table
+from commwall.dashboard import charts, session
+from commwall.dashboard.ui import findings, matched_instances, md, missing, plot, traces_hint
+from commwall.dashboard.ui import table as ui_table
 
 #: Columns of the main table (when the section has them), in order.
 SHOWN = [

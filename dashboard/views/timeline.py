@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import timeline
-from dashboard import charts, data, figures, session
-from dashboard.ui import md, steps_hint, table
+from commwall.analysis.steps import timeline
+from commwall.dashboard import charts, data, figures, session
+from commwall.dashboard.ui import md, steps_hint, table
 
 MAX_DEFAULT_RANKS = timeline.DEFAULT_RANKS
 

@@ -7,9 +7,9 @@ import shlex
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, database, nav, session, uploads
-from dashboard.database import StoreBusy
-from dashboard.ui import md
+from commwall.dashboard import data, database, nav, session, uploads
+from commwall.dashboard.database import StoreBusy
+from commwall.dashboard.ui import md
 
 #: A stored run starts a new generation of the form's widgets (new keys: empty widgets; a
 #: file uploader cannot be emptied any other way).

@@ -15,7 +15,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster, as_completed
 
-from ingest.exec.distributed import Executor, Results
+from commwall.ingest.exec.distributed import Executor, Results
 
 
 @contextmanager

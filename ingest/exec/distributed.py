@@ -23,12 +23,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ingest import store
-from ingest.errors import IngestError, log_parser_failure
-from ingest.exec import shard_writer
-from ingest.exec.shard_writer import MergeJob, Shard, ShardJob, ShardResult
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
+from commwall.ingest import store
+from commwall.ingest.errors import IngestError, log_parser_failure
+from commwall.ingest.exec import shard_writer
+from commwall.ingest.exec.shard_writer import MergeJob, Shard, ShardJob, ShardResult
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
 
 #: Runs `fn(item, **shared)` for every item; yields (index of the item, result) as they finish,
 #: the result being the exception when the task failed for good.

@@ -2,6 +2,6 @@
 there: it ties the forkserver's life to the command's, so that after a `kill -9` of the command
 the forkserver goes too, and with it the workers (each tied to it in turn)."""
 
-from ingest.exec.forked import die_with_parent
+from commwall.ingest.exec.forked import die_with_parent
 
 die_with_parent()

@@ -16,12 +16,12 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from ingest.errors import IngestError
-from ingest.exec import forked
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.sources import sha256_of
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec import forked
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.sources import sha256_of
 
 #: Below this many bytes on disk in all, starting workers costs more than it saves.
 MIN_BYTES = 64 << 20
@@ -63,7 +63,7 @@ def outcomes(
     forkserver = "forkserver" in multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if forkserver else "spawn")
     if forkserver:  # no process outlives a killed command (ingest/exec/forkserver_guard.py)
-        context.set_forkserver_preload(["__main__", "ingest.exec.forkserver_guard"])
+        context.set_forkserver_preload(["__main__", "commwall.ingest.exec.forkserver_guard"])
     forked.mark_command()
     one = replace(opts, jobs=1)
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=forked.die_with_parent)

@@ -32,11 +32,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from ingest.errors import IngestError, parser_failure
-from ingest.formats import registry as formats
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.sources import sha256_of
+from commwall.ingest.errors import IngestError, parser_failure
+from commwall.ingest.formats import registry as formats
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.sources import sha256_of
 
 #: Tables written as shards; every other table a parser returns goes back to the driver inline.
 SHARDED = ("activities", "collectives")

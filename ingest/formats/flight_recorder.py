@@ -18,13 +18,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest import safe_pickle
-from ingest.collective_names import normalize_op
-from ingest.errors import IngestError
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.schema import TEXT_CUT
-from ingest.sources import read_bytes
+from commwall.ingest import safe_pickle
+from commwall.ingest.collective_names import normalize_op
+from commwall.ingest.errors import IngestError
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.schema import TEXT_CUT
+from commwall.ingest.sources import read_bytes
 
 FORMAT = "flight_recorder"
 PICKLE_PROTO = b"\x80"

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.errors import IngestError
-from ingest.formats import flight_recorder, kineto, nccl_log, nsys
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.sources import head
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats import flight_recorder, kineto, nccl_log, nsys
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.sources import head
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest.formats.kineto import reader
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
+from commwall.ingest.formats.kineto import reader
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
 
 FORMAT = "kineto"
 

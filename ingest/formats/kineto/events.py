@@ -18,8 +18,8 @@ from typing import Annotated
 
 import msgspec
 
-from ingest.errors import IngestError
-from ingest.schema import MAX_NS
+from commwall.ingest.errors import IngestError
+from commwall.ingest.schema import MAX_NS
 
 #: Bounds the decoder enforces (a value outside is an error naming the file and the JSON path):
 #: integers must fit the store's columns, strings stay below MAX_STRING characters.

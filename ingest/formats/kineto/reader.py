@@ -21,15 +21,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest import classify
-from ingest.collective_names import kernel_algo, kernel_op, normalize_op
-from ingest.dtypes import dtype_size
-from ingest.errors import IngestError
-from ingest.exec import forked
-from ingest.formats.kineto import events as kineto_events
-from ingest.formats.kineto.events import Args, DistInfo, Event, Header, Id
-from ingest.parsed import Parsed
-from ingest.schema import (
+from commwall.ingest import classify
+from commwall.ingest.collective_names import kernel_algo, kernel_op, normalize_op
+from commwall.ingest.dtypes import dtype_size
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec import forked
+from commwall.ingest.formats.kineto import events as kineto_events
+from commwall.ingest.formats.kineto.events import Args, DistInfo, Event, Header, Id
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.schema import (
     COLLECTIVES,
     MAX_NS,
     NEGATIVE_DURATION,
@@ -38,7 +38,7 @@ from ingest.schema import (
     STEPS,
     TIME_RANGE,
 )
-from ingest.sources import DEFAULT_MAX_BYTES, read_bytes
+from commwall.ingest.sources import DEFAULT_MAX_BYTES, read_bytes
 
 FORMAT = "kineto"
 STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # longer numbers are not steps

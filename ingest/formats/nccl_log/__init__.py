@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ingest.errors import IngestError
-from ingest.formats.nccl_log.parser import LogParser
-from ingest.formats.nccl_log.stream import chunks
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.sources import head
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nccl_log.parser import LogParser
+from commwall.ingest.formats.nccl_log.stream import chunks
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.sources import head
 
 FORMAT = "nccl_log"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.nccl_log.torch_lines import INTERRUPT_MARKS, OOM_MARK
+from commwall.ingest.formats.nccl_log.torch_lines import INTERRUPT_MARKS, OOM_MARK
 
 COLL_MARK = " opCount "
 

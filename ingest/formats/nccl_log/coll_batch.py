@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.nccl_log.grammar import DATATYPES
-from ingest.formats.nccl_log.tables import SCHEMAS
+from commwall.ingest.formats.nccl_log.grammar import DATATYPES
+from commwall.ingest.formats.nccl_log.tables import SCHEMAS
 
 TAIL = (
     r"^[0-9a-f]{1,15} sendbuff [\x21-\x7e]+ recvbuff [\x21-\x7e]+ count [0-9]{1,15} "

@@ -27,12 +27,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.collective_names import normalize_op
-from ingest.formats.nccl_log import grammar as g
-from ingest.formats.nccl_log.chunk import LAST_ERROR, classify_lines, line_array, split_colls
-from ingest.formats.nccl_log.coll_batch import parse_tails
-from ingest.formats.nccl_log.nccl_tests import CANDIDATE, TestTables
-from ingest.formats.nccl_log.prefix import (
+from commwall.ingest.collective_names import normalize_op
+from commwall.ingest.formats.nccl_log import grammar as g
+from commwall.ingest.formats.nccl_log.chunk import (
+    LAST_ERROR,
+    classify_lines,
+    line_array,
+    split_colls,
+)
+from commwall.ingest.formats.nccl_log.coll_batch import parse_tails
+from commwall.ingest.formats.nccl_log.nccl_tests import CANDIDATE, TestTables
+from commwall.ingest.formats.nccl_log.prefix import (
     LEVEL_TOKEN,
     NO_OUTER,
     STRIPPED,
@@ -41,8 +46,8 @@ from ingest.formats.nccl_log.prefix import (
     core,
     outer,
 )
-from ingest.formats.nccl_log.tables import I32, SCHEMAS, Spool, column, rows_table
-from ingest.formats.nccl_log.torch_lines import (
+from commwall.ingest.formats.nccl_log.tables import I32, SCHEMAS, Spool, column, rows_table
+from commwall.ingest.formats.nccl_log.torch_lines import (
     OOM_MARK,
     TIMEOUT,
     TorchLine,
@@ -50,7 +55,7 @@ from ingest.formats.nccl_log.torch_lines import (
     crash_of_error,
     last_error,
 )
-from ingest.schema import TEXT_CUT
+from commwall.ingest.schema import TEXT_CUT
 
 #: Distinct line heads remembered by the COLL fast path before the cache is reset.
 HEAD_CACHE = 4096

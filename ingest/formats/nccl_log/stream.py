@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from ingest.errors import IngestError
-from ingest.sources import inflate, is_gzip
+from commwall.ingest.errors import IngestError
+from commwall.ingest.sources import inflate, is_gzip
 
 #: Bytes read per step.
 CHUNK = 1 << 21

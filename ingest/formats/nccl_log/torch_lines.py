@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ingest.formats.nccl_log.prefix import outer
+from commwall.ingest.formats.nccl_log.prefix import outer
 
 C = re.compile
 

@@ -4,8 +4,8 @@ format's entry in the registry."""
 
 from __future__ import annotations
 
-from ingest.formats.nsys.reader import parse
-from ingest.formats.nsys.source import looks_like_nsys as sniff
+from commwall.ingest.formats.nsys.reader import parse
+from commwall.ingest.formats.nsys.source import looks_like_nsys as sniff
 
 FORMAT = "nsys"
 

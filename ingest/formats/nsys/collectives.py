@@ -17,9 +17,9 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.collective_names import kernel_algo, kernel_op, normalize_op
-from ingest.formats.nsys.nvtx import NCCL, Nvtx
-from ingest.schema import COLLECTIVES
+from commwall.ingest.collective_names import kernel_algo, kernel_op, normalize_op
+from commwall.ingest.formats.nsys.nvtx import NCCL, Nvtx
+from commwall.ingest.schema import COLLECTIVES
 
 SIZE = "message size [bytes]"
 COMM_ID = "nccl communicator id"

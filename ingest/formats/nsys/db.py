@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.errors import IngestError
-from ingest.formats.nsys.source import SQLITE_MAGIC
-from ingest.schema import TEXT_CUT
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nsys.source import SQLITE_MAGIC
+from commwall.ingest.schema import TEXT_CUT
 
 #: Seconds to wait for another program's write lock before giving up.
 LOCK_TIMEOUT_S = 2.0

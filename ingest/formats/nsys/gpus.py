@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.formats.nsys.db import Export
+from commwall.ingest.formats.nsys.db import Export
 
 NSYS_GPUS = pa.schema(
     [

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.nsys import payload as nsys_payload
-from ingest.formats.nsys.db import Export
+from commwall.ingest.formats.nsys import payload as nsys_payload
+from commwall.ingest.formats.nsys.db import Export
 
 I64, STR = pa.int64(), pa.string()
 RANGE_TYPES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.formats.nsys.db import Export
+from commwall.ingest.formats.nsys.db import Export
 
 HEADER_BYTES = 32
 #: Offsets of payload fields lie within a struct of at most this many bytes.

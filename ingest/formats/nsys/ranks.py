@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.errors import IngestError
-from ingest.formats.kineto.reader import RANK_IN_NAME
-from ingest.formats.nsys.db import Export
-from ingest.formats.nsys.nvtx import Nvtx
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.kineto.reader import RANK_IN_NAME
+from commwall.ingest.formats.nsys.db import Export
+from commwall.ingest.formats.nsys.nvtx import Nvtx
 
 RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")

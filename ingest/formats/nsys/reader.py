@@ -18,18 +18,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest import classify
-from ingest.errors import IngestError
-from ingest.formats.nsys import gpus as nsys_gpus
-from ingest.formats.nsys import nvtx as nsys_nvtx
-from ingest.formats.nsys import ranks as nsys_ranks
-from ingest.formats.nsys import steps as nsys_steps
-from ingest.formats.nsys.collectives import Context, collectives
-from ingest.formats.nsys.db import Export
-from ingest.formats.nsys.source import sqlite_file
-from ingest.options import ParseOptions
-from ingest.parsed import Parsed
-from ingest.schema import ACTIVITIES, MAX_NS, NEGATIVE_DURATION, RANKS, TIME_RANGE
+from commwall.ingest import classify
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nsys import gpus as nsys_gpus
+from commwall.ingest.formats.nsys import nvtx as nsys_nvtx
+from commwall.ingest.formats.nsys import ranks as nsys_ranks
+from commwall.ingest.formats.nsys import steps as nsys_steps
+from commwall.ingest.formats.nsys.collectives import Context, collectives
+from commwall.ingest.formats.nsys.db import Export
+from commwall.ingest.formats.nsys.source import sqlite_file
+from commwall.ingest.options import ParseOptions
+from commwall.ingest.parsed import Parsed
+from commwall.ingest.schema import ACTIVITIES, MAX_NS, NEGATIVE_DURATION, RANKS, TIME_RANGE
 
 FORMAT = "nsys"
 PID_MASK = 0xFFFFFF

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ingest.errors import IngestError
-from ingest.exec.forked import exists
-from ingest.sources import inflate, is_gzip
+from commwall.ingest.errors import IngestError
+from commwall.ingest.exec.forked import exists
+from commwall.ingest.sources import inflate, is_gzip
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Temporary directories are named for the process that made them (`commwall-nsys-<pid>-…`),

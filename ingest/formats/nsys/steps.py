@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.errors import IngestError
-from ingest.formats.nsys.nvtx import NCCL
-from ingest.schema import STEPS
+from commwall.ingest.errors import IngestError
+from commwall.ingest.formats.nsys.nvtx import NCCL
+from commwall.ingest.schema import STEPS
 
 DEFAULT_STEP_REGEX = r"^ProfilerStep#(\d+)(?:,|$)"
 

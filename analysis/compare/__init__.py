@@ -1,0 +1,2 @@
+"""Comparing runs: two runs side by side (`pair`), several against a baseline with step time
+judged against run-to-run noise (`diff`), and the two-sample tests behind it (`noise`)."""
