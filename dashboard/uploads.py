@@ -16,7 +16,7 @@ from pathlib import Path
 
 from commwall.dashboard.database import StoreFile
 from commwall.ingest import store
-from commwall.ingest.errors import IngestError
+from commwall.ingest.errors import IngestError, UnknownFormat
 from commwall.ingest.formats import registry as formats
 from commwall.ingest.parsed import Parsed
 
@@ -26,7 +26,8 @@ MAX_NAME = 80
 
 @dataclass
 class FileOutcome:
-    """One uploaded file: `status` is parsed | failed | ingested | skipped."""
+    """One uploaded file: `status` is parsed | failed | ingested | skipped (already in the run)
+    | unknown_format (of no known format, left out of a run of several files)."""
 
     name: str
     status: str
@@ -95,15 +96,24 @@ def upload_run(
             parsed[path] = formats.parse(path)
             out.status, out.format = "parsed", parsed[path].format
             out.ranks = parsed[path].ranks()
+        except UnknownFormat as e:  # left out of a run of several files, as in a directory
+            out.status, out.error = store.UNKNOWN_FORMAT, e.problem
         except Exception as e:  # a parser bug must not take the server down
             out.status, out.error = "failed", _problem(e)
         if on_file:
             on_file(i, out)
     failed = [o for o in outcomes if o.status == "failed"]
+    if not parsed and not failed:  # a file of its own, or none of the files, of a known format
+        failed = [o for o in outcomes if o.status == store.UNKNOWN_FORMAT]
+        for o in failed:
+            o.status = "failed"
     if failed:
         shutil.rmtree(folder, ignore_errors=True)
         return UploadOutcome(run, False, outcomes, f"{len(failed)} file(s) could not be read.")
-    names = {p: o for p, o in zip(paths, outcomes, strict=True)}
+    unknown = {p for p, o in zip(paths, outcomes, strict=True) if o.status == store.UNKNOWN_FORMAT}
+    paths = [p for p in paths if p not in unknown]
+    outcomes_stored = [o for o in outcomes if o.status != store.UNKNOWN_FORMAT]
+    names = {p: o for p, o in zip(paths, outcomes_stored, strict=True)}
     try:
         with db.writing() as con:
             if con.execute("SELECT 1 FROM runs WHERE name = ?", [run]).fetchone():
@@ -121,9 +131,21 @@ def upload_run(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    for f, out in zip(summary.files, outcomes, strict=True):
+    for f, out in zip(summary.files, outcomes_stored, strict=True):
         out.status = f.status
     return UploadOutcome(run, summary.committed, outcomes)
+
+
+#: How the upload page names a file's status.
+STATUS_WORDS = {
+    "skipped": "already present",
+    store.UNKNOWN_FORMAT: "no known format, skipped",
+}
+
+
+def shown_status(status: str) -> str:
+    """A file's status in words for the page."""
+    return STATUS_WORDS.get(status, status)
 
 
 def delete_run(db: StoreFile, run: str, root: Path) -> bool:

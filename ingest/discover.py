@@ -34,3 +34,11 @@ def expand(args: list[str]) -> list[Path]:
     for p in out:
         unique.setdefault(p.resolve(), p)
     return list(unique.values())
+
+
+def named(args: list[str], paths: list[Path]) -> set[Path]:
+    """Those of `paths` (from `expand(args)`) that the user named as a file of its own: such a
+    file must be of a known format, where one found in a directory or by a glob may be skipped
+    as of no known format."""
+    given = {Path(a).resolve() for a in args if Path(a).is_file()}
+    return {p for p in paths if p.resolve() in given}

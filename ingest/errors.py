@@ -37,7 +37,13 @@ class IngestError(Exception):
 
     def __reduce__(self) -> tuple:
         """Pickled as its path and problem (it crosses from worker processes)."""
-        return IngestError, (self.path, self.problem)
+        return type(self), (self.path, self.problem)
+
+
+class UnknownFormat(IngestError):
+    """The file is of no format commwall reads (a README, a job's own log, a JSON of metrics):
+    named on its own it is an error; found in a directory or an upload it is skipped and
+    listed, where a damaged file of a known format still stops the ingest."""
 
 
 def parser_failure(path: str | Path, e: BaseException) -> IngestError:

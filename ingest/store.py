@@ -9,7 +9,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,7 +20,13 @@ from typing import Any, TypeVar
 import duckdb
 
 import commwall.addrspace as addrspace
-from commwall.ingest.errors import IngestError, log_parser_failure, parser_failure
+from commwall.ingest.errors import (
+    IngestError,
+    UnknownFormat,
+    log_parser_failure,
+    parser_failure,
+    shown_name,
+)
 from commwall.ingest.exec import forked, heap, parallel
 from commwall.ingest.formats import registry as formats
 from commwall.ingest.options import ParseOptions
@@ -168,7 +174,9 @@ def connect(
 
 @dataclass
 class FileResult:
-    """What happened to one file: `status` is ingested | skipped (already in the run) | failed."""
+    """What happened to one file: `status` is ingested | skipped (already in the run) |
+    unknown_format (of no format commwall reads, found in a directory or an upload: left out,
+    `error` says why) | failed."""
 
     path: str
     status: str
@@ -202,6 +210,25 @@ class IngestSummary:
     def failed(self) -> list[FileResult]:
         """Files that could not be ingested."""
         return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def unknown(self) -> list[FileResult]:
+        """Files of no known format that were left out (found in a directory or an upload)."""
+        return [f for f in self.files if f.status == UNKNOWN_FORMAT]
+
+
+#: FileResult.status of a file of no known format that was left out.
+UNKNOWN_FORMAT = "unknown_format"
+
+
+def unknown_sentence(files: list[FileResult]) -> str | None:
+    """ "skipped 2 files of no known format: ground_truth.json, README.txt", or None."""
+    if not files:
+        return None
+    names = ", ".join(shown_name(Path(f.path).name) for f in files[:8])
+    more = f" and {len(files) - 8} more" if len(files) > 8 else ""
+    n = len(files)
+    return f"skipped {n} file{'s' if n > 1 else ''} of no known format: {names}{more}"
 
 
 def ensure_run(
@@ -279,6 +306,7 @@ def ingest(
     keep_going: bool = False,
     on_file: Callable[[Path, FileResult], None] | None = None,
     parse: Callable[[Path, ParseOptions], Parsed] | None = None,
+    skippable: Collection[Path] = (),
 ) -> IngestSummary:
     """Parse `paths` and store them as run `run` (created if new) in one transaction.
 
@@ -286,8 +314,11 @@ def ingest(
     the IngestError re-raised, unless `keep_going`, in which case bad files are recorded in the
     summary and the others land. A file whose sha256 is already in the run is skipped.
     `on_file` is called after each file (for progress bars); `parse` replaces format
-    detection (used by distributed ingest, which parses elsewhere)."""
+    detection (used by distributed ingest, which parses elsewhere). A file of `skippable` (those
+    found by walking a directory) that is of no known format (UnknownFormat) is left out and
+    listed (`IngestSummary.unknown`), not an error."""
     opts = opts or ParseOptions()
+    skip = set(skippable)
     summary = IngestSummary(run=run, run_id=None, committed=False)
     hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256", initializer=_background)
     # DuckDB's thread count is the database's, not the cursor's: other cursors of the same
@@ -331,9 +362,12 @@ def ingest(
                     result.count(parsed.detail)
             except (IngestError, OSError) as e:
                 err = e if isinstance(e, IngestError) else IngestError(path, str(e))
-                if not keep_going:
+                if isinstance(err, UnknownFormat) and path in skip:
+                    result.status, result.error = UNKNOWN_FORMAT, err.problem
+                elif not keep_going:
                     raise err from e
-                result.status, result.error = "failed", str(err)
+                else:
+                    result.status, result.error = "failed", str(err)
             summary.files.append(result)
             if on_file:
                 on_file(path, result)

@@ -85,8 +85,14 @@ def test_strings_from_traces_are_escaped():
 def test_demo_no_serve_ingests_and_prints(tmp_path, capsys):
     db = tmp_path / "demo.duckdb"
     assert main(["demo", "--db", str(db), "--no-serve"]) == 0
-    out = capsys.readouterr().out
-    assert "commwall report — run dlrm_8rank" in out and f"store: {db}" in out
+    lines = capsys.readouterr().out.splitlines()
+    sets = sorted(d.name for d in SAMPLES.iterdir() if d.is_dir())
+    # one line per run (its headline), then the store; the reports are one command away
+    assert len(lines) == len(sets) + 1 and lines[-1].startswith(f"store: {db}")
+    assert sorted(line.split(":")[0] for line in lines[:-1]) == sets
+    fr_op = next(line for line in lines if line.startswith("fr_op: "))
+    # sample_traces/fr_op/ground_truth.json: rank 1 calls all_reduce where the others all_gather
+    assert "rank 1 called all_reduce where ranks 0, 2, 3 called all_gather" in fr_op
     assert main(["runs", "--db", str(db), "--format", "json"]) == 0
     runs = {r["run"] for r in json.loads(capsys.readouterr().out)}
-    assert runs == {d.name for d in SAMPLES.iterdir() if d.is_dir()}
+    assert runs == set(sets)

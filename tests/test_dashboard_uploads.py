@@ -12,6 +12,7 @@ from nccl_log_gen import Job, make_log
 
 from commwall.dashboard import uploads
 from commwall.dashboard.database import StoreBusy, StoreFile
+from commwall.ingest import store
 
 
 @pytest.fixture
@@ -71,12 +72,14 @@ def test_a_bad_file_stores_nothing_and_says_why(db, root):
     out = uploads.upload_run(db, "dlrm", [*upload_files(DLRM), *junk], root)
     assert not out.stored and runs_in(db) == []
     bad = {f.name: f.error for f in out.files if f.status == "failed"}
-    assert set(bad) == {"photo.png", "empty.json", "x.json"}
-    assert "unrecognised format" in bad["photo.png"]
+    unknown = {f.name: f.error for f in out.files if f.status == store.UNKNOWN_FORMAT}
+    # an empty file stops the upload; files of no known format would only have been left out
+    assert set(bad) == {"empty.json"} and set(unknown) == {"photo.png", "x.json"}
+    assert "unrecognised format" in unknown["photo.png"]
     assert "empty" in bad["empty.json"]
-    assert "JSON but not a recognised trace" in bad["x.json"]
-    assert all(str(root) not in e for e in bad.values())  # plain words, no server paths
-    assert "3 file(s) could not be read" in out.error
+    assert "JSON but not a recognised trace" in unknown["x.json"]
+    assert all(str(root) not in e for e in [*bad.values(), *unknown.values()])  # no server paths
+    assert "1 file(s) could not be read" in out.error
     assert not any(root.iterdir())  # the saved copies are gone
 
 

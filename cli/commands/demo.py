@@ -4,12 +4,13 @@ serve the dashboard on that store (`--no-serve`: only print)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from commwall.analysis.api import Store
-from commwall.cli.commands._output import emit_text, error, fmt_table, note
+from commwall.cli.commands._output import emit_text, error, note
 from commwall.cli.commands.serve import add_serve_options, serve
-from commwall.cli.text_report import render_text
 from commwall.ingest import discover, store
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -26,10 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="ingest the bundled sample traces, report on them and serve the dashboard",
         description="Ingest every set in sample_traces/ as its own run of a local store, "
-        "print the report of each, then serve the dashboard on that store.",
+        "print the headline of each, then serve the dashboard on that store.",
     )
     p.add_argument("--db", default="commwall-demo.duckdb", help="store file (default: %(default)s)")
-    p.add_argument("--no-serve", action="store_true", help="only ingest and print the reports")
+    p.add_argument("--no-serve", action="store_true", help="only ingest and print the headlines")
     add_serve_options(p)
     p.set_defaults(func=run)
 
@@ -43,12 +44,21 @@ def ingest_samples(db_path: str, wait: float = store.WAIT_S) -> list[str]:
     names = []
     try:
         for d in sample_sets():
-            store.ingest(con, d.name, discover.expand([str(d)]))
+            found = discover.expand([str(d)])
+            store.ingest(con, d.name, found, skippable=found)
             names.append(d.name)
             note(f"ingested {d.name}")
     finally:
         con.close()
     return names
+
+
+def headline(report: Mapping[str, Any]) -> str:
+    """The report's headline (the diagnosis's, else the verdict of its hang), on one line."""
+    d = report.get("diagnosis") or {}
+    h = report.get("hang") or {}
+    text = d.get("headline") or (h.get("verdict") if h.get("present") else None)
+    return " ".join(str(text or "no diagnosis: see its report").split())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
         return error(str(e))
     with store.while_held(lambda: Store(args.db), args.db, args.wait, note) as s:
         for name in names:
-            emit_text(render_text(s.run(name).report(), fmt_table) + "\n")
-    emit_text(f"store: {args.db}  (try: commwall report --db {args.db} --run {names[0]})")
+            emit_text(f"{name}: {headline(s.run(name).report())}")
+    emit_text(f"store: {args.db}  (a run's whole report: commwall report --db {args.db} --run RUN)")
     if args.no_serve:
         return 0
     return serve(args.db, args.host, args.port, args.upload_dir, args.wait)

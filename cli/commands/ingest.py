@@ -150,9 +150,10 @@ def run(args: argparse.Namespace) -> int:
     def on_file(path: Path, result: store.FileResult) -> None:
         bar.update(path.stat().st_size)
         bar.set_postfix_str(
-            f"{next(done)}/{len(paths)} files, {shown_name(path.name)}: {result.status}"
+            f"{next(done)}/{len(paths)} files, {shown_name(path.name)}: "
+            + STATUS_WORDS.get(result.status, result.status)
         )
-        if result.error:
+        if result.status == "failed":
             tqdm.write(printable(f"  failed: {result.error}"), file=sys.stderr)
         for line in _counted(path, result):
             tqdm.write(printable(line), file=sys.stderr)
@@ -166,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
             summary = _sharded(args, con, name, paths, opts, on_file)
         else:
             summary = store.ingest(
-                con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file
-            )
+                con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file,
+                skippable=set(paths) - discover.named(args.paths, paths),
+            )  # fmt: skip
     except (IngestError, OSError) as e:  # OSError: Dask scheduler unreachable
         bar.close()
         return error(f"{e}\nnothing was stored for run {name!r}")
@@ -184,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
         + (f"; {dropped:,} event(s) dropped" if dropped else "")
         + (f"; {clamped:,} event(s) clamped" if clamped else "")
     )
+    if skipped := store.unknown_sentence(summary.unknown):
+        note(f"run {name!r}: {skipped}")
     for f in summary.failed:
         note(f"  failed: {f.error}")
     for f in summary.files:
@@ -194,6 +198,13 @@ def run(args: argparse.Namespace) -> int:
     elif counts["ingested"] and not args.no_prepare:
         _prepare(args.db, name, args.quiet, args.wait)
     return 1 if summary.failed else 0
+
+
+#: How the progress bar names a file's outcome (store.FileResult.status).
+STATUS_WORDS = {
+    "skipped": "already present",
+    store.UNKNOWN_FORMAT: "no known format, skipped",
+}
 
 
 def _prepare(db: str, name: str, quiet: bool, wait_s: float) -> None:

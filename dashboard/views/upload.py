@@ -49,7 +49,8 @@ if submitted:
     ]
 
     def on_file(i: int, out: uploads.FileOutcome) -> None:
-        rows[i].update(status=out.status, format=out.format or "", problem=out.error or "")
+        status = uploads.shown_status(out.status)
+        rows[i].update(status=status, format=out.format or "", problem=out.error or "")
         rows[i]["ranks"] = ", ".join(map(str, out.ranks))
         bar.progress((i + 1) / len(rows), text=f"Read {i + 1} of {len(rows)} files")
         table.dataframe(pd.DataFrame(rows), hide_index=True)
@@ -68,7 +69,7 @@ if submitted:
     bar.empty()
     if outcome.stored:
         for row, out in zip(rows, outcome.files, strict=True):
-            row["status"] = out.status
+            row["status"] = uploads.shown_status(out.status)
         # Run again from the top so that the sidebar picks the new run and the form is empty;
         # the outcome is shown by the next run.
         st.session_state[DONE_KEY] = (outcome.run, len(outcome.files), rows)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commwall.ingest.errors import IngestError
+from commwall.ingest.errors import IngestError, UnknownFormat
 from commwall.ingest.formats import flight_recorder, kineto, nccl_log, nsys
 from commwall.ingest.options import ParseOptions
 from commwall.ingest.parsed import Parsed
@@ -43,8 +43,8 @@ def detect(path: str | Path) -> Format:
             return fmt
     kinds = ", ".join(f.name for f in FORMATS)
     if h.lstrip()[:1] in (b"{", b"["):
-        raise IngestError(p, f"JSON but not a recognised trace (expected one of: {kinds})")
-    raise IngestError(p, f"unrecognised format (expected one of: {kinds})")
+        raise UnknownFormat(p, f"JSON but not a recognised trace (expected one of: {kinds})")
+    raise UnknownFormat(p, f"unrecognised format (expected one of: {kinds})")
 
 
 def parse(path: str | Path, opts: ParseOptions | None = None) -> Parsed:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from commwall.ingest.errors import IngestError
+from commwall.ingest.errors import IngestError, UnknownFormat
 from commwall.ingest.formats.nccl_log.parser import LogParser
 from commwall.ingest.formats.nccl_log.stream import chunks
 from commwall.ingest.options import ParseOptions
@@ -82,7 +82,7 @@ def parse(path: str | Path, opts: ParseOptions | None = None) -> Parsed:
     if not first.strip():
         raise IngestError(p, "file is empty")
     if not looks_like_text(first):
-        raise IngestError(p, "binary file, not a text log")
+        raise UnknownFormat(p, "binary file, not a text log")
     parser = LogParser(p)
     try:
         for data in chunks(p, max_bytes):
@@ -93,7 +93,7 @@ def parse(path: str | Path, opts: ParseOptions | None = None) -> Parsed:
         raise
     if parser.count["nccl"] == 0 and not parser.tests.rows:
         parser.discard()
-        raise IngestError(
+        raise UnknownFormat(
             p,
             f"no NCCL log lines found in {parser.n:,} lines (run with NCCL_DEBUG=INFO, and "
             "NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH,ENV,COLL for the most detail)",
