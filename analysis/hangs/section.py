@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 
 from commwall.analysis import db
+from commwall.analysis.collectives.roles import group_role
 
 #: Entries per rank and group in the timeline before the hang.
 TIMELINE_ENTRIES = 5
@@ -123,6 +124,7 @@ def _absent(reason: str) -> dict[str, Any]:
         "forms": [],
         "versions": [],
         "verdict": None,
+        "culprits": [],
         "groups": [],
         "findings": [],
         "ranks": [],
@@ -172,9 +174,12 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
             )
             for i, f in enumerate(same)
         )
-    verdict = " ".join(g["sentence"] for g in (hung or groups)) or (
-        "The dumps hold no collective entries."
-    )
+    culprits = culprit_summary(hung, progress)
+    said = {pg for c in culprits for pg in c["groups"]}
+    verdict = " ".join(
+        [c["sentence"] for c in culprits]
+        + [g["sentence"] for g in (hung or groups) if g["pg_name"] not in said]
+    ) or ("The dumps hold no collective entries.")
     verdict += cycle_sentence(hung)
     return {
         "present": True,
@@ -183,6 +188,7 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         "forms": dumps[1],
         "versions": dumps[2],
         "verdict": verdict,
+        "culprits": culprits,
         "groups": groups,
         "findings": findings,
         "ranks": progress,
@@ -190,6 +196,68 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
         "in_traces": in_traces(traced),
         "traced": traced,
     }
+
+
+def spans(ranks: list[int]) -> str:
+    """'8, 10–15': runs of three or more consecutive ranks as a span."""
+    out, run = [], []
+    for r in sorted(set(ranks)):
+        if run and r != run[-1] + 1:
+            out.append(run)
+            run = []
+        run.append(r)
+    if run:
+        out.append(run)
+    return ", ".join(
+        f"{g[0]}–{g[-1]}" if len(g) >= 3 else ", ".join(str(r) for r in g) for g in out
+    )
+
+
+def culprit_summary(hung: list[dict], progress: list[dict]) -> list[dict[str, Any]]:
+    """One entry per rank that never entered the hung collective of two or more groups (a rank
+    that stopped, seen from each of its groups): the groups and their roles, how many groups it
+    recorded collectives in at all, the ranks left waiting in them, and one sentence that says
+    it once instead of once per group. Groups whose cause is another kind keep their own
+    sentence."""
+    by_rank: dict[int, list[dict]] = {}
+    for g in hung:
+        c = g["cause"]
+        if c["kind"] == "missing" and not g.get("held"):
+            for r in c["culprit_ranks"]:
+                by_rank.setdefault(r, []).append(g)
+    culprit_ranks = set(by_rank)
+    out = []
+    for rank, gs in sorted(by_rank.items()):
+        if len(gs) < 2:
+            continue
+        own = {p["pg_name"] for p in progress if p["rank"] == rank}
+        roles = [group_role(g["pg_name"], g["pg_desc"]) for g in gs]
+        named = ", ".join(
+            f"{role} {g['pg_name']}" if role else f"group {g['pg_name']}"
+            for role, g in zip(roles, gs, strict=True)
+        )
+        waiting = sorted({r for g in gs for r in (g["cause"]["other_ranks"] or [])} - culprit_ranks)
+        share = (
+            f"all {len(gs)} of its groups"
+            if own <= {g["pg_name"] for g in gs}
+            else (f"{len(gs)} of its {len(own)} groups")
+        )
+        sentence = (
+            f"Rank {rank} stopped issuing collectives in {share} ({named}): in each it never "
+            "entered the collective the others were waiting in"
+            + (f"; ranks {spans(waiting)} waited." if waiting else ".")
+        )
+        out.append(
+            {
+                "rank": rank,
+                "groups": [g["pg_name"] for g in gs],
+                "roles": roles,
+                "n_groups_recorded": len(own),
+                "waiting": waiting,
+                "sentence": sentence,
+            }
+        )
+    return out
 
 
 def order_hung(hung: list[dict]) -> list[dict]:
