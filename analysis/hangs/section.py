@@ -200,7 +200,8 @@ def hang_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
 
 def spans(ranks: list[int]) -> str:
     """'8, 10–15': runs of three or more consecutive ranks as a span."""
-    out, run = [], []
+    out: list[list[int]] = []
+    run: list[int] = []
     for r in sorted(set(ranks)):
         if run and r != run[-1] + 1:
             out.append(run)
