@@ -105,7 +105,8 @@ def test_sentence(t: Mapping[str, Any]) -> str | None:
     if t["peak_busbw_gbs"] is None:
         return None
     name = test_name(t)
-    op = "" if t["test"] or not t["op"] else f" ({t['op']}, from its bus/algorithm bandwidth)"
+    basis = {"bandwidth ratio": "its bus/algorithm bandwidth", "file name": "the file's name"}
+    op = "" if t["test"] or not t["op"] else f" ({t['op']}, from {basis[t['op_basis']]})"
     who = ", ".join(
         x for x in (f"{t['n_ranks']} ranks" if t["n_ranks"] else "", t["gpu"] or "") if x
     )

@@ -6,12 +6,17 @@
 --   returns   file_id, table_no, line_no (its first row),
 --             test         the test's name as printed without `_perf` (NULL: not in the log),
 --             op           the collective: the test's name normalised (allreduce, allgather,
---                          reduce_scatter, alltoall, broadcast, reduce, sendrecv, ...), or, for
---                          a table without a name, allreduce when its bus bandwidth is its
---                          algorithm bandwidth × 2(n−1)/n (the all-reduce factor, n ≥ 3 ranks)
---                          on its rows with an algorithm bandwidth of at least 0.1 GB/s;
---                          NULL when nothing tells,
---             op_basis     'name' | 'bandwidth ratio' | NULL,
+--                          reduce_scatter, alltoall, broadcast, reduce, sendrecv, ...); for a
+--                          table without a name (old nccl-tests print none), from its columns
+--                          and the ratio of its bus to its algorithm bandwidth (median over its
+--                          rows with an algorithm bandwidth of at least 0.1 GB/s; n ≥ 3 ranks,
+--                          within 0.02): 2(n−1)/n with a reduction → allreduce; (n−1)/n with
+--                          a reduction → reduce_scatter; 1 with a root → reduce (with a
+--                          reduction) or broadcast; else the file's name when it names one
+--                          op (all_reduce, all_gather, reduce_scatter, alltoall, broadcast,
+--                          reduce, sendrecv: an all-gather and an all-to-all have the same
+--                          columns and ratio); NULL when nothing tells,
+--             op_basis     'name' | 'bandwidth ratio' | 'file name' | NULL,
 --             bw_ratio     median bus ÷ algorithm bandwidth over those rows (NULL: none),
 --             n_ranks, gpu, dtype, redop,
 --             sizes        rows with a figure; min_bytes (above 0: nccl-tests starts some
@@ -46,22 +51,46 @@ t AS (
         max(avg_busbw) AS avg_busbw, max(wrong_values) AS wrong_values,
         count(*) FILTER (WHERE check_kind = 'wrong'
                          AND (oop_wrong > 0 OR ip_wrong > 0)) AS wrong_rows,
-        median(ratio) AS bw_ratio
+        median(ratio) AS bw_ratio, bool_or(root IS NOT NULL) AS has_root
     FROM r GROUP BY file_id, table_no
+),
+named AS (
+    SELECT t.*,
+        CASE
+            WHEN n_ranks < 3 OR bw_ratio IS NULL THEN NULL
+            WHEN redop IS NOT NULL AND redop <> 'none'
+                AND abs(bw_ratio - 2.0 * (n_ranks - 1) / n_ranks) <= 0.02 THEN 'allreduce'
+            WHEN redop IS NOT NULL AND redop <> 'none' AND NOT has_root
+                AND abs(bw_ratio - (n_ranks - 1.0) / n_ranks) <= 0.02 THEN 'reduce_scatter'
+            WHEN has_root AND abs(bw_ratio - 1.0) <= 0.02
+                THEN CASE WHEN redop IS NOT NULL AND redop <> 'none' THEN 'reduce'
+                          ELSE 'broadcast' END
+        END AS by_ratio,
+        CASE
+            WHEN regexp_matches(name, 'all_?reduce') THEN 'allreduce'
+            WHEN regexp_matches(name, 'all_?gather') THEN 'allgather'
+            WHEN regexp_matches(name, 'reduce_?scatter') THEN 'reduce_scatter'
+            WHEN regexp_matches(name, 'all_?to_?all') THEN 'alltoall'
+            WHEN regexp_matches(name, 'broadcast|bcast') THEN 'broadcast'
+            WHEN regexp_matches(name, 'send_?recv') THEN 'sendrecv'
+            WHEN regexp_matches(name, 'reduce') THEN 'reduce'
+        END AS by_name
+    FROM t
+    LEFT JOIN (SELECT file_id, lower(regexp_extract(path, '[^/]*$')) AS name FROM files) f
+        USING (file_id)
 )
 SELECT file_id, table_no, line_no, test,
     CASE
         WHEN test IS NOT NULL THEN CASE test WHEN 'all_reduce' THEN 'allreduce'
             WHEN 'all_gather' THEN 'allgather' ELSE test END
-        WHEN n_ranks >= 3 AND coalesce(redop, '') <> 'none'
-            AND abs(bw_ratio - 2.0 * (n_ranks - 1) / n_ranks) <= 0.02 THEN 'allreduce'
+        ELSE coalesce(by_ratio, by_name)
     END AS op,
     CASE
         WHEN test IS NOT NULL THEN 'name'
-        WHEN n_ranks >= 3 AND coalesce(redop, '') <> 'none'
-            AND abs(bw_ratio - 2.0 * (n_ranks - 1) / n_ranks) <= 0.02 THEN 'bandwidth ratio'
+        WHEN by_ratio IS NOT NULL THEN 'bandwidth ratio'
+        WHEN by_name IS NOT NULL THEN 'file name'
     END AS op_basis,
     bw_ratio, n_ranks, gpu, dtype, redop, sizes, min_bytes, max_bytes, peak_busbw_gbs,
     peak_bytes, largest_busbw_gbs, smallest_time_us, avg_busbw, wrong_values, wrong_rows
-FROM t
+FROM named
 ORDER BY file_id, table_no;

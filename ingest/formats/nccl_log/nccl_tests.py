@@ -24,8 +24,12 @@ from typing import Any
 #: `# Collective test starting: all_gather_perf` names the test too), and lines starting with a
 #: number after blanks (pieces of rows).
 CANDIDATE = (
-    r"^(?:[ \t]*#|[ \t]+-?[0-9]|[A-Za-z_]+\(\), [A-Za-z_.]+:[0-9]+, #|[ \t>$]*[^ \t]*_perf\b)"
+    r"^(?:\[rank[0-9]+\]: ?|[ \t]*[0-9]+: |\[[0-9]+,[0-9]+\]<std(?:out|err)>: ?)?"
+    r"(?:[ \t]*#|[ \t]+-?[0-9]|[A-Za-z_]+\(\), [A-Za-z_.]+:[0-9]+, #|[ \t>$]*[^ \t]*_perf\b)"
 )
+#: A launcher's tag in front of every line (srun `--label` `0: `, OpenMPI `--tag-output`
+#: `[1,0]<stdout>:`, PyTorch `[rank0]:`), taken off before the line is read.
+_TAG = re.compile(r"^(?:\[rank\d+\]: ?|[ \t]*\d+: |\[\d+,\d+\]<std(?:out|err)>: ?)")
 _HEADER = re.compile(
     r"^#\s+size\s+count\s+type\s+(?P<redop>redop\s+)?(?P<root>root\s+)?time\s+algbw\s+busbw\s+"
     r"(?P<check>#wrong|error)"
@@ -58,6 +62,8 @@ class TestTables:
 
     def line(self, line_no: int, text: str) -> None:
         """Read one candidate line."""
+        if (tag := _TAG.match(text)) is not None:
+            text = text[tag.end() :]
         if self.head is not None and self._piece(line_no, text):
             return
         comment = text[text.find("#") :] if "#" in text else ""
@@ -69,7 +75,8 @@ class TestTables:
             self._end_row()
             self.table += 1
             self.check = m["check"].lstrip("#")
-            redop = rf"\s+(?P<redop>{_REDOPS})" if m["redop"] else ""
+            # columns a header names that some tests leave blank (old alltoall_perf: `redop`)
+            redop = rf"(?:\s+(?P<redop>{_REDOPS}))?" if m["redop"] else ""
             root = r"\s+(?P<root>-?\d{1,9})" if m["root"] else ""
             self.head = re.compile(
                 rf"^\s*(?P<size>{_INT})\s+(?P<count>{_INT})\s+(?P<type>[a-z][a-z0-9_]*){redop}{root}"
