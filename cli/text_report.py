@@ -207,7 +207,10 @@ def _model(m: dict, table: Table) -> str:
 
 
 def _diagnosis(d: dict, table: Table) -> str:
-    return textwrap.fill(d.get("paragraph") or "not available", width=100)
+    text = textwrap.fill(d.get("paragraph") or "not available", width=100)
+    if d.get("answer"):  # the answer at a glance first, then the paragraph behind it
+        return textwrap.fill(d["answer"], width=100) + "\n\n" + text
+    return text
 
 
 def _decomposition(d: dict, table: Table) -> str:

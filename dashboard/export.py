@@ -114,6 +114,12 @@ def _text(v: Any) -> str:
 # --- content: the same for HTML and Markdown --------------------------------------------------
 
 
+def answer_text(report: Mapping[str, Any]) -> str | None:
+    """The diagnosis's answer at a glance (at most 25 words), when the report has one."""
+    d = report.get("diagnosis") or {}
+    return str(d["answer"]) if isinstance(d, dict) and d.get("answer") else None
+
+
 def diagnosis_text(report: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the paragraph that opens the document, its cause): the diagnosis's when the report
     has one, else the verdict and the straggler verdict."""
@@ -514,6 +520,8 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     ]
     para, cause = diagnosis_text(report)
     p.append("<h2 id='diagnosis'>Diagnosis</h2>")
+    if a := answer_text(report):
+        p.append(f"<p class='answer'><b>{esc(a)}</b></p>")
     p.append(f"<p class='diagnosis'>{esc(para)}</p>")
     if cause:
         p.append(f"<p>Cause: <b>{esc(cause)}</b></p>")
@@ -627,7 +635,10 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
         title += f" against {_md(data.get('baseline'))}"
     para, cause = diagnosis_text(report)
     out = [f"# commwall post-mortem — {title}", "", _md(report.get("run_info")), "",
-           "## Diagnosis", "", f"**{_md(para)}**", ""]  # fmt: skip
+           "## Diagnosis", ""]  # fmt: skip
+    if a := answer_text(report):
+        out += [f"**{_md(a)}**", ""]
+    out += [_md(para) if a else f"**{_md(para)}**", ""]
     if cause:
         out += [f"Cause: {_md(cause)}", ""]
     if diff is not None:

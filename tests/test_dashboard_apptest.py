@@ -122,11 +122,15 @@ def test_upload_stores_a_run_with_per_file_progress(tmp_path, monkeypatch, tmp_d
 
 def test_a_bad_file_is_named_and_nothing_is_stored(tmp_path, monkeypatch, tmp_db):
     at = app(tmp_db, monkeypatch, tmp_path)
-    at = upload(at, "broken", [*upload_files(DLRM), ("junk.bin", b"\x00\x01\x02 not a trace")])
+    # a damaged file of a known format (a Kineto trace's gzip cut in half) stops the upload
+    cut = upload_files(DLRM)[0][1]
+    at = upload(
+        at, "broken", [*upload_files(DLRM), ("rank9.pt.trace.json.gz", cut[: len(cut) // 2])]
+    )
     assert not at.success
     errors = texts(at.error)
     assert errors[0].startswith("Nothing was stored.")
-    assert any(e.startswith("junk\\.bin: unrecognised format") for e in errors)
+    assert any(e.startswith("rank9\\.pt\\.trace\\.json\\.gz: truncated gzip") for e in errors)
     assert list(at.dataframe[0].value["status"]) == ["parsed"] * 8 + ["failed"]
     assert "No runs yet." in texts(at.caption)
 
@@ -190,7 +194,10 @@ def test_overview_shows_the_report_numbers(store, reports, tmp_path, monkeypatch
     assert shown["Overlap η"] == f"{both / min(comp, comm):.3f}"
     # the answer to "why" leads: a wall, but made of waiting and idle time, not bandwidth
     plain = [t.replace("\\", "") for t in texts(at.error) + texts(at.markdown)]
-    assert plain[0].startswith("**Host-, input- or launch-bound")
+    # the answer in the box (rank 7 is late before its steps: its start delay, per the traces)
+    assert plain[0].startswith("**An idle host sets the 14.8 ms step") and "rank 7" in plain[0]
+    captions = [t.replace("\\", "") for t in texts(at.caption)]
+    assert any(c.startswith("Host-, input- or launch-bound") for c in captions)
     why = next(t for t in plain if t.startswith("- **What dominates.** Communication wall"))
     assert "exposed communication is 5.9 ms (40%)" in why and "rank 7" in why
     # one item per topic, in the paragraph's order, with the culprit under "Who is late"

@@ -27,6 +27,7 @@ from typing import Any
 from commwall.analysis import policy
 from commwall.analysis.collectives.stragglers import SAME_WORK, extra_work_ms, late_not_compute
 from commwall.analysis.hangs.stopped import before_the_hang, crash_stop, stop_sentence
+from commwall.analysis.report.answer import answer
 from commwall.analysis.steps.summary import PART_LABELS
 from commwall.analysis.steps.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -455,6 +456,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 "culprits": [],
                 "fix": None,
                 "headline": stop,
+                "answer": answer(report, "hang", {}, [], None, stop=stop),
                 "paragraph": stop + " No step time could be measured from these files.",
                 "points": [
                     {"topic": "hang", "text": stop},
@@ -668,6 +670,17 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "culprits": culprits,
         "fix": fix,
         "headline": stop or head,
+        "answer": answer(
+            report,
+            cause,
+            shares,
+            culprits,
+            step,
+            stop=died or stop or earlier,
+            straggler_set=label == STRAGGLER_SET[1],
+            wall=wall,
+            marginal=marginal,
+        ),
         "paragraph": paragraph,
         "points": points,
     }

@@ -215,6 +215,7 @@ class Diagnosis(TypedDict, total=False):
     culprits: list[Culprit]
     fix: WhatIf | None
     headline: str
+    answer: str  # at most 25 words: what sets the step and whom or what to fix
     paragraph: str
     points: list[Point]
 

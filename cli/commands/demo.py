@@ -57,7 +57,7 @@ def headline(report: Mapping[str, Any]) -> str:
     """The report's headline (the diagnosis's, else the verdict of its hang), on one line."""
     d = report.get("diagnosis") or {}
     h = report.get("hang") or {}
-    text = d.get("headline") or (h.get("verdict") if h.get("present") else None)
+    text = d.get("answer") or d.get("headline") or (h.get("verdict") if h.get("present") else None)
     return " ".join(str(text or "no diagnosis: see its report").split())
 
 

@@ -54,7 +54,12 @@ def why() -> None:
     st.subheader("Why")
     if d.get("available"):
         shown = st.error if d.get("wall") else st.success
-        shown(f"**{md(d['label'][0].upper() + d['label'][1:])}**")
+        label = d["label"][0].upper() + d["label"][1:]
+        if d.get("answer"):  # the answer at a glance; the class it falls in below it
+            shown(f"**{md(d['answer'])}**")
+            st.caption(md(label))
+        else:
+            shown(f"**{md(label)}**")
         st.markdown(diagnosis_points(d))
     else:
         missing("The diagnosis", md(d.get("reason") or "the report could not derive it"))

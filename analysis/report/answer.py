@@ -1,0 +1,195 @@
+"""The answer at a glance: one sentence of at most 25 words that names what sets the step and
+whom or what to fix, from the diagnosis's own findings (docs/diagnosis.md, "The answer").
+
+The rules, first that applies:
+
+1. the job hung or died: the Flight Recorder's or the logs' culprits;
+2. a flagged straggler, when waiting for late ranks is at least as large as data transfer or
+   the replay says the late rank sets the step: that rank and why it is late (more compute,
+   a late start, or late without more compute);
+3. otherwise the diagnosis's cause (idle host, device stalls, data transfer, waiting, memory
+   copies, compute), with the step, its share and the first thing to look at; on CPU traces
+   whose ranks share a host, data transfer is said to run on shared cores, since that changes
+   the advice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from commwall.analysis.policy import COMPUTE_MAJORITY
+
+#: The most words the answer has.
+MAX_WORDS = 25
+#: The step's non-compute parts as the answer names them.
+PARTS = {
+    "exposed_transfer_ms": "data transfer",
+    "exposed_wait_ms": "waiting for late ranks",
+    "idle_ms": "idle time",
+    "memory_only_ms": "memory copies",
+}
+
+
+def _ms(v: float | None) -> str:
+    """3 significant figures: 77.7 ms, 5.86 ms, 0.203 ms."""
+    if v is None:
+        return "n/a"
+    return f"{v:.3g} ms" if abs(v) < 1000 else f"{v:,.0f} ms"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def _ranks(ranks: list[int]) -> str:
+    """'rank 1' or 'ranks 9 and 14'."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+
+
+def _stopped(report: Mapping[str, Any], stop: str) -> str:
+    """The job hung or died: the stop sentence's first two sentences when they fit, else the
+    Flight Recorder's culprits in a sentence of their own."""
+    parts = re.split(r"(?<=[.!?])\s+", stop.strip())
+    first = " ".join(parts[:2])
+    if words(first) <= MAX_WORDS:
+        return first
+    if words(parts[0]) <= MAX_WORDS and len(parts[0]) > 20:
+        return parts[0]
+    h = report.get("hang") or {}
+    causes = [g["cause"] for g in h.get("groups") or [] if g.get("cause")]
+    culprits = sorted(c["rank"] for c in h.get("culprits") or []) or sorted(
+        {r for c in causes for r in c.get("culprit_ranks") or []}
+    )
+    if not culprits:
+        return "The job stopped: a collective never completed — see the hang and NCCL sections."
+    kinds = {c.get("kind") for c in causes}
+    them = "them" if len(culprits) > 1 else "it"
+    if kinds & {"op", "dtype", "size"} and "missing" not in kinds:
+        what = {"op": "a different collective", "dtype": "different dtypes",
+                "size": "different shapes"}[sorted(kinds & {"op", "dtype", "size"})[0]]  # fmt: skip
+        return (
+            f"The job hung: {_ranks(culprits)} passed {what} than the others to the same "
+            "collective — fix that call."
+        )
+    if kinds == {"stuck"}:
+        return (
+            f"The job hung: {_ranks(culprits)} entered a collective and never completed it — "
+            "look at the network or the devices."
+        )
+    return (
+        f"The job hung: {_ranks(culprits)} stopped issuing collectives the others waited in — "
+        f"look at what stopped {them}."
+    )
+
+
+def _who(c: Mapping[str, Any]) -> str:
+    """'rank 2, computing more, causes 73% of the waiting'."""
+    how = {"compute": ", computing more,"}.get(c["kind"], "")
+    if c.get("late_start"):
+        how = ", starting its steps late,"
+    return f"rank {c['rank']}{how} causes {_pct(c['share_of_wait'])} of the waiting"
+
+
+def _straggler(c: Mapping[str, Any], step: float | None) -> str:
+    r = c["rank"]
+    if c["kind"] == "compute":
+        return (
+            f"Rank {r} sets the {_ms(step)} step: it computes more than the others, who wait "
+            f"for it ({_pct(c['share_of_wait'])} of the waiting) — balance its work or check "
+            "its GPU."
+        )
+    if c.get("late_start"):
+        return (
+            f"Rank {r} sets the {_ms(step)} step: it starts its steps late ("
+            f"{_pct(c['share_of_wait'])} of the waiting) — look at its host work between steps."
+        )
+    last = f"last at {c['n_last']} of {c['n_instances']} collectives" if c.get("n_last") else ""
+    return (
+        f"Rank {r} sets the {_ms(step)} step: {last or 'late'} with no extra compute — look at "
+        "its host, input pipeline or launch delays."
+    )
+
+
+def answer(
+    report: Mapping[str, Any],
+    cause: str,
+    shares: Mapping[str, float],
+    culprits: list[dict],
+    step: float | None,
+    stop: str | None = None,
+    straggler_set: bool = False,
+    wall: bool = True,
+    marginal: bool = False,
+) -> str:
+    """The answer (see module) for a diagnosis whose cause is `cause`, parts' `shares` of the
+    step `step` (ms), `culprits` (the diagnosis's), the sentence saying the job stopped
+    (`stop`), whether the replay says a late rank sets the step (`straggler_set`), whether the
+    step is at the wall (`wall`) or at its edge (`marginal`: transfer and waiting pass the line
+    only together)."""
+    if stop:
+        return _stopped(report, stop)
+    info = report.get("run_info") or {}
+    wait, transfer = shares.get("exposed_wait_ms", 0.0), shares.get("exposed_transfer_ms", 0.0)
+    top = culprits[0] if culprits else None
+    if top and top["flagged"] and (straggler_set or wait >= transfer):
+        return _straggler(top, step)
+    compute = shares.get("compute_only_ms", 0.0) + shares.get("compute_overlapped_ms", 0.0)
+    if marginal:
+        return (
+            f"At the communication wall's edge: exposed communication is {_pct(wait + transfer)} "
+            f"of the {_ms(step)} step, compute {_pct(compute)} — hide more of it behind compute."
+        )
+    if not wall and compute >= COMPUTE_MAJORITY:
+        part = max(PARTS, key=lambda k: shares.get(k, 0.0))
+        return (
+            f"No communication wall: compute is {_pct(compute)} of the {_ms(step)} step; the "
+            f"largest overhead is {PARTS[part]} ({_pct(shares.get(part))})."
+        )
+    idle = shares.get("idle_ms", 0.0)
+    late = f"; rank {top['rank']} starts its steps late" if top and top.get("late_start") else ""
+    if cause == "host":
+        return (
+            f"An idle host sets the {_ms(step)} step ({_pct(idle)} idle){late} — look at data "
+            "loading, launch delays and host syncs."
+        )
+    if cause == "device":
+        return (
+            f"Device stalls set the {_ms(step)} step: the GPU sits idle {_pct(idle)} with work "
+            "already issued — not the host, not the network."
+        )
+    if cause == "bandwidth":
+        shared = info.get("device_kind") == "cpu" and len(info.get("hosts") or []) < (
+            info.get("n_ranks") or 0
+        )
+        where = " on shared CPUs" if shared else " exposed"
+        advice = "give ranks their own cores" if shared else "overlap it or add bandwidth"
+        text = (
+            f"Data transfer sets the {_ms(step)} step ({_pct(transfer)}{where})"
+            + (f"; {_who(top)}" if top and top["flagged"] else "")
+            + f" — {advice}."
+        )
+        if words(text) > MAX_WORDS:  # the culprit goes first to the points below
+            text = f"Data transfer sets the {_ms(step)} step ({_pct(transfer)}{where}) — {advice}."
+        return text
+    if cause == "synchronisation":
+        r = f" — {_who(top)}" if top and top["flagged"] else ""
+        return f"Waiting for late ranks sets the {_ms(step)} step ({_pct(wait)}){r}."
+    if cause == "memory":
+        return (
+            f"Memory copies set the {_ms(step)} step ({_pct(shares.get('memory_only_ms'))}) — "
+            "overlap them with compute or copy less."
+        )
+    exposed = wait + transfer
+    return (
+        f"No communication wall: compute sets the {_ms(step)} step; exposed communication is "
+        f"{_pct(exposed)} of it."
+    )
+
+
+def words(text: str) -> int:
+    """Words of `text` as a reader counts them (a dash alone is none)."""
+    return sum(1 for w in text.split() if w not in ("—", "-", "–"))

@@ -1,0 +1,65 @@
+"""The answer at a glance (diagnosis.answer, analysis/report/answer.py) on every bundled run: at
+most 25 words, the ground-truth culprit named where the generator injected one (its
+ground_truth.json, read here), no rank named where it injected none, no report key or Python
+literal in the text; and the answer comes first wherever the report is shown."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import SAMPLES
+
+from commwall.analysis.report.answer import MAX_WORDS, words
+from commwall.cli.main import main
+
+RUNS = sorted(d.name for d in SAMPLES.iterdir() if d.is_dir())
+#: What a report key or a Python value looks like in text.
+INTERNALS = re.compile(r"\b\w+_(?:ms|share|pct|bytes|gbs)\b|\bNone\b|\{|\}|\[|\]")
+
+
+def truth(run: str) -> int | None:
+    """The injected culprit: `culprit_rank` (Flight Recorder faults) or `straggler_rank` (gloo
+    runs; -1: none injected); None where the set has no ground truth (the DLRM set)."""
+    path = SAMPLES / run / "ground_truth.json"
+    if not path.exists():
+        return None
+    t = json.loads(path.read_text())
+    return t.get("culprit_rank", t.get("straggler_rank"))
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("answer") / "demo.duckdb")
+    assert main(["demo", "--db", db, "--no-serve"]) == 0
+    return db
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_answer_names_the_cause_and_the_culprit(reports, run, capsys):
+    db = reports
+    capsys.readouterr()
+    assert main(["report", "--db", db, "--run", run, "--format", "json"]) == 0
+    a = json.loads(capsys.readouterr().out)["diagnosis"]["answer"]
+    assert 0 < words(a) <= MAX_WORDS, a
+    assert not INTERNALS.search(a), a
+    culprit = truth(run)
+    if culprit is not None and culprit >= 0:
+        assert re.search(rf"\brank {culprit}\b", a), a
+    elif culprit == -1:
+        assert not re.search(r"\branks? \d", a), a  # no rank was made slow: none is named
+    capsys.readouterr()
+    assert main(["report", "--db", db, "--run", run]) == 0
+    text = capsys.readouterr().out
+    diagnosis = text.split("== Diagnosis: why\n", 1)[1]
+    assert " ".join(diagnosis.split())[: len(a)] == a  # the answer first
+
+
+def test_the_demo_prints_the_answers(reports, capsys):
+    db = reports
+    capsys.readouterr()
+    assert main(["demo", "--db", db, "--no-serve"]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines()[:-1])
+    assert lines["gloo_4rank_sleep"].startswith("Data transfer sets the")
+    assert "rank 2" in lines["gloo_4rank_sleep"] and "shared CPUs" in lines["gloo_4rank_sleep"]
