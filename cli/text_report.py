@@ -236,7 +236,7 @@ def render_replay(r: dict, table: Table) -> str:
     return head + "\n" + table(pd.DataFrame(rows))
 
 
-_MARKS = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]"}
+_MARKS = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]", "not_applicable": "[-]"}
 
 
 def _checklist(items: list[dict], table: Table) -> str:
@@ -246,7 +246,7 @@ def _checklist(items: list[dict], table: Table) -> str:
         mark = _MARKS.get(it["status"], f"[{it['status']}]")
         out.append(f"{mark} {it['title']} ({it['status'].replace('_', ' ')})")
         out.append(f"      evidence: {it['evidence']}")
-        if it["status"] != "ok":
+        if it.get("action") and it["status"] != "ok":
             out.append(f"      action: {it['action']}")
     return "\n".join(out)
 

@@ -41,7 +41,7 @@ table.wide th,table.wide td.l{white-space:normal}
 td,th{border:1px solid #ccc;padding:.2rem .45rem;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.l,th.l{text-align:left}tr{break-inside:avoid}
 .meta{color:#555}.attention{color:#b00020;font-weight:600}.ok{color:#1b7f3b}
-.not_observable{color:#777}.na{color:#777;font-style:italic}
+.not_observable{color:#777}.not_applicable{color:#777}.na{color:#777;font-style:italic}
 .diagnosis{font-size:1.05rem;padding:.6rem 1rem;background:#f6f6f6;border-left:4px solid #b00020}
 figure{margin:1rem 0;break-inside:avoid}figcaption{font-size:.85rem;color:#444}
 figure svg{max-width:100%;height:auto}code{background:#f3f3f3;padding:0 .2rem}
@@ -286,8 +286,13 @@ def rank_rows(report: Mapping[str, Any]) -> list[dict]:
 
 
 def run_rows(report: Mapping[str, Any]) -> list[dict]:
+    """The run's facts, those without a value left out (an empty cell says nothing)."""
     info = report.get("run_info") or {}
-    return [{"fact": k.replace("_", " "), "value": _text(v)} for k, v in info.items()]
+    return [
+        {"fact": k.replace("_", " "), "value": text}
+        for k, v in info.items()
+        if (text := _text(v)) not in ("", "None", "[]", "{}")
+    ]
 
 
 def frame_rows(df: Any) -> list[dict] | str:
@@ -301,8 +306,8 @@ def frame_rows(df: Any) -> list[dict] | str:
 
 def checklist(report: Mapping[str, Any]) -> list[dict]:
     items = report.get("checklist") or evaluate(report)
-    rank = {"attention": 0, "ok": 1}
-    return sorted(items, key=lambda i: rank.get(i.get("status"), 2))
+    rank = {"attention": 0, "ok": 1, "not_observable": 2}
+    return sorted(items, key=lambda i: rank.get(i.get("status"), 3))
 
 
 def diff_sentence(diff: dict) -> str:

@@ -122,9 +122,9 @@ def test_text_report_reads_model_and_checklist_from_the_json(dlrm_db, capsys):
     assert float(step[2]) == pytest.approx(rep["model"]["predicted"]["step_ms"], abs=1e-3)
     checklist = text.split("== Checklist\n")[1].split("\n== ")[0]
     marks = [line.split()[0] for line in checklist.splitlines() if line.startswith("[")]
-    want = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]"}
+    want = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]", "not_applicable": "[-]"}
     assert sorted(marks) == sorted(want[i["status"]] for i in rep["checklist"])
-    assert marks == sorted(marks, key=["[!]", "[ok]", "[?]"].index)  # attention first
+    assert marks == sorted(marks, key=["[!]", "[ok]", "[?]", "[-]"].index)  # attention first
     assert "[!] Straggler nodes" in checklist  # rank 2 is the injected straggler
     assert "== Run\nfiles: 4 kineto | ranks: 4 (world size 4)" in text
 

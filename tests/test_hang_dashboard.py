@@ -62,7 +62,10 @@ def test_overview_of_dumps_alone_leads_with_the_hang(store, tmp_path, monkeypatc
     truth = json.loads((SAMPLES / "fr_skip_pickle" / "ground_truth.json").read_text())
     dumps = len(list((SAMPLES / "fr_skip_pickle").glob("rank*.pkl.gz")))
     at = app(store, monkeypatch, tmp_path, run="dumps_only", page="overview")
-    assert texts(at.error) == [f"**{md('Hung: a collective never completed')}**"]
+    # the answer in the box names the culprit, the class below it
+    (box,) = texts(at.error)
+    assert box.startswith(f"**{md('The job hung')}") and f"rank {truth['culprit_rank']}" in box
+    assert md("Hung: a collective never completed") in texts(at.caption)
     why = " ".join(texts(at.markdown))
     assert f"rank {truth['culprit_rank']} never entered it" in why
     assert f"seq {truth['hang_seq']}" in why
@@ -163,7 +166,13 @@ def test_overview_of_logs_alone_says_who_died_or_what_the_logs_found(
     vNic 8, only 8 vNics have been created`; 005: `misc/ibvwrap.cc:212 Call to ibv_open_device
     failed` (line 379) and no crash."""
     at = app(logs_store, monkeypatch, tmp_path, run="019", page="overview")
-    assert texts(at.error) == [f"**{md('Died: ranks stopped on an error of their own')}**"]
+    (box,) = texts(at.error)
+    # 019's lines 4376 on: `7:   what():  NCCL error in: ...` and the same for tags 1-6
+    assert (
+        box
+        == f"**{md('The job died: ranks 1–7 stopped on an error of their own — the NCCL section quotes the first error.')}**"
+    )
+    assert md("Died: ranks stopped on an error of their own") in texts(at.caption)
     why = " ".join(texts(at.markdown))
     assert "ranks 1-7 died of NCCL error in" in why.replace("\\", "")
     assert "only 8 vNics have been created" in why.replace("\\", "")

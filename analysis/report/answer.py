@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from commwall.analysis.hangs.section import spans
 from commwall.analysis.policy import COMPUTE_MAJORITY
 
 #: The most words the answer has.
@@ -44,10 +45,12 @@ def _pct(x: float | None) -> str:
 
 
 def _ranks(ranks: list[int]) -> str:
-    """'rank 1' or 'ranks 9 and 14'."""
+    """'rank 1', 'ranks 9 and 14', 'ranks 1–7'."""
     if len(ranks) == 1:
         return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+    if len(ranks) == 2:
+        return f"ranks {ranks[0]} and {ranks[1]}"
+    return f"ranks {spans(ranks)}"
 
 
 def _stopped(report: Mapping[str, Any], stop: str) -> str:
@@ -59,6 +62,15 @@ def _stopped(report: Mapping[str, Any], stop: str) -> str:
         return first
     if words(parts[0]) <= MAX_WORDS and len(parts[0]) > 20:
         return parts[0]
+    crashed = ((report.get("nccl") or {}).get("crashed") or {}).get("by_rank") or []
+    if stop.startswith("The job died") and crashed:
+        dead = sorted({r["rank"] for r in crashed})
+        oom = any(r.get("kind") == "oom" for r in crashed)
+        of = "running out of GPU memory" if oom else "an error of their own"
+        return (
+            f"The job died: {_ranks(dead)} stopped on {of} — the NCCL section quotes "
+            "the first error."
+        )
     h = report.get("hang") or {}
     causes = [g["cause"] for g in h.get("groups") or [] if g.get("cause")]
     culprits = sorted(c["rank"] for c in h.get("culprits") or []) or sorted(

@@ -1,7 +1,8 @@
 """The maintenance checklist, evaluated against a run's report.
 
 `evaluate(report)` is a pure function of the report dict: every item is marked `attention`,
-`ok` or `not_observable` (not observable from these files), with the evidence in words, the
+`ok`, `not_observable` (not observable from these files) or `not_applicable` (cannot apply
+to the run: NCCL items on a gloo run), with the evidence in words, the
 dashboard page that shows it, and what to check or upload next. Sections a run lacks (no NCCL
 log, no straggler analysis) make the items that need them `not_observable`, never an error.
 """
@@ -21,6 +22,13 @@ from commwall.analysis.policy import INTERMITTENT_COST_SHARE, INTERMITTENT_SHARE
 from commwall.analysis.steps.verdict import EXPOSED_SHARE_LIMIT, not_the_network, wait_fraction
 
 ATTENTION, OK, NOT_OBSERVABLE = "attention", "ok", "not_observable"
+#: An item that cannot apply to the run at all (NCCL and GPU items on a CPU run over gloo,
+#: network items when every rank is on one host), shown apart from the unobservable.
+NOT_APPLICABLE = "not_applicable"
+#: Items about NCCL or GPUs, and items about the network between hosts.
+NCCL_GPU_ITEMS = ("nic_firmware", "hbm_errors", "socket_transport", "gdr", "nccl_versions",
+                  "nccl_tests", "nccl_warnings")  # fmt: skip
+NETWORK_ITEMS = ("mtu", "fat_tree")
 #: Measured bus bandwidth below this fraction of the link's peak deserves attention.
 BUSBW_FRACTION_LIMIT = 0.5
 #: The largest IB/RoCE path MTU (verbs IBV_MTU_4096).
@@ -152,10 +160,11 @@ def stragglers(report: Mapping[str, Any]) -> Item:
             "stragglers",
             title,
             page,
-            OK,
+            ATTENTION,
             f"{'Stragglers' if len(flagged) > 1 else 'Straggler'} {names}: not mainly a slow "
-            "device, so not thermal throttling. The diagnosis says where the time goes (host, "
-            "input pipeline or launch delay).",
+            "device, so not thermal throttling, but late all the same.",
+            "Look at that rank's host: its input pipeline, launch delays, other load, and "
+            "work outside the profiled operators (the diagnosis says where its time goes).",
         )
     names = ", ".join(f"{who(r)} ({(r.get('compute_ratio') or 0):.2f}x)" for r in compute)
     gpu = (report.get("run_info") or {}).get("device_kind") == "gpu"
@@ -653,12 +662,39 @@ ITEMS: list[Callable[..., Item]] = [
 
 
 def evaluate(report: Mapping[str, Any], link_peak_gbps: float | None = None) -> list[Item]:
-    """Every checklist item for `report`; `link_peak_gbps` enables the bus-bandwidth check."""
-    return ordered([busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS])
+    """Every checklist item for `report`; `link_peak_gbps` enables the bus-bandwidth check.
+    Items that cannot apply to the run (`not_applicable`) say why instead."""
+    items = [busbw(report, link_peak_gbps) if f is busbw else f(report) for f in ITEMS]
+    na = not_applicable(report)
+    for it in items:
+        if it["key"] in na and it["status"] != ATTENTION:
+            it.update(status=NOT_APPLICABLE, evidence=na[it["key"]], action="")
+    return ordered(items)
 
 
-#: How items are shown: those needing attention first, then ok, then the unobservable.
-STATUS_ORDER = (ATTENTION, OK, NOT_OBSERVABLE)
+def not_applicable(report: Mapping[str, Any]) -> dict[str, str]:
+    """The items that cannot apply to the run, each with why: NCCL and GPU items on a run whose
+    traces are CPU traces over another backend (gloo) and that has no NCCL log; network items
+    when the traces put every rank on one host and no NCCL log says otherwise."""
+    info = report.get("run_info") or {}
+    if _nccl(report) is not None or not info.get("n_ranks"):
+        return {}
+    out: dict[str, str] = {}
+    backends = [str(b).lower() for b in info.get("backends") or []]
+    if info.get("device_kind") == "cpu" and backends and not any("nccl" in b for b in backends):
+        why = f"A CPU run over {', '.join(backends)}: no NCCL and no GPU to check."
+        out |= dict.fromkeys(NCCL_GPU_ITEMS, why)
+    hosts = info.get("hosts") or []
+    if len(hosts) == 1 and info.get("n_ranks", 0) > 1:
+        out |= dict.fromkeys(
+            NETWORK_ITEMS, f"Every rank is on one host ({hosts[0]}): no network between them."
+        )
+    return out
+
+
+#: How items are shown: those needing attention first, then ok, then the unobservable, then
+#: those that cannot apply.
+STATUS_ORDER = (ATTENTION, OK, NOT_OBSERVABLE, NOT_APPLICABLE)
 
 
 def ordered(items: list[Item]) -> list[Item]:
