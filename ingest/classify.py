@@ -14,6 +14,13 @@ Rules (documented in README "How activities are classified"):
   - `cpu_op` events on the main thread(s) — the threads that carry `ProfilerStep#N`, else the
     thread whose tid equals the pid — are **compute**, except enqueue and bookkeeping ops
     (`c10d::*`, `record_param_comms`), which are **other**;
+  - a blocking wait for a collective on a main thread (`_c10d_functional::wait_tensor`, the
+    wait of functional collectives that tensor parallelism and DTensor use) is **comm**: the
+    program waits for communication there, it does not compute. An op that encloses such a wait
+    on the same thread (DTensor's dispatch wrappers: `PythonSubclass`, the `aten::` op that
+    triggered the redistribution) is **other**, so that the wait is not counted as compute; the
+    ops it calls keep their own kind. Waits are no collectives of their own (the all-reduce
+    they wait for is the `gloo:*` event);
   - everything else is **other**.
 
 Only compute, comm and memory enter the interval metrics.
@@ -30,6 +37,8 @@ TIMELINE_KINDS = (COMPUTE, COMM, MEMORY)
 DEFAULT_COMM_REGEX = r"nccl|rccl"
 HOST_COMM = re.compile(r"^(gloo|mpi|ucc):")
 HOST_ENQUEUE = re.compile(r"^(c10d::|record_param_comms$)")
+#: A main thread's blocking wait for a collective issued before (functional collectives).
+HOST_WAIT = re.compile(r"^_?c10d_functional::wait_tensor$")
 
 #: Legacy (PyTorch <= 1.9) categories mapped to modern names.
 LEGACY_CATS = {
@@ -61,8 +70,8 @@ def classify_gpu(cat: str, name: str, comm: re.Pattern[str]) -> str:
 
 
 def classify_cpu(cat: str, name: str, on_main_thread: bool) -> str:
-    """Kind of an event in a CPU trace."""
-    if HOST_COMM.match(name):
+    """Kind of an event in a CPU trace (an op enclosing a wait aside: see the module)."""
+    if HOST_COMM.match(name) or (cat == "cpu_op" and on_main_thread and HOST_WAIT.match(name)):
         return COMM
     if cat == "cpu_op" and on_main_thread and not HOST_ENQUEUE.match(name):
         return COMPUTE

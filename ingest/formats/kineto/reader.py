@@ -394,6 +394,7 @@ def parse(
 
     other, compute, comm, memory = range(4)  # codes into KINDS
     kind = np.full(chunks.n, other, dtype=np.int8)
+    wait = np.zeros(chunks.n, dtype=bool)
     if gpu:
         kernel = cat_is({"kernel"})
         kind[kernel] = compute
@@ -406,9 +407,13 @@ def parse(
         enqueue = name_matches(classify.HOST_ENQUEUE)
         kind[cat_is({"cpu_op"}) & on_main & ~enqueue] = compute
         kind[name_matches(classify.HOST_COMM)] = comm
+        wait = cat_is({"cpu_op"}) & on_main & name_matches(classify.HOST_WAIT)
+        if wait.any():  # the program waits for communication: not compute (classify.py)
+            kind[wait] = comm
+            kind[_enclosing(ts_ns, dur_ns, pid_np, tid_np, wait, kind == compute)] = other
     is_launch = cat_is(classify.LAUNCH_CATS)
     launch_ns, launch_row = _launch_times(_np(corr), ts_ns, is_device, is_launch)
-    comm_rows = np.flatnonzero(kind == comm)
+    comm_rows = np.flatnonzero((kind == comm) & ~wait)  # a wait is no collective of its own
 
     activities = pa.table(
         {
@@ -464,6 +469,33 @@ def parse(
         "collectives": collectives,
     }
     return Parsed(format=FORMAT, tables=tables, detail=detail)
+
+
+def _enclosing(
+    ts: np.ndarray,
+    dur: np.ndarray,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    inner: np.ndarray,
+    candidates: np.ndarray,
+) -> np.ndarray:
+    """Mask of the `candidates` rows that enclose an `inner` row of the same thread (start at
+    or before it, end at or after it). The inner rows of one thread do not overlap (a thread
+    waits once at a time), so the first one starting at or after a candidate's start decides."""
+    out = np.zeros(len(ts), dtype=bool)
+    for p, t in {(int(a), int(b)) for a, b in zip(pid[inner], tid[inner], strict=True)}:
+        same = (pid == p) & (tid == t)
+        rows = np.flatnonzero(inner & same)
+        starts = ts[rows]
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], (ts[rows] + dur[rows])[order]
+        cand = np.flatnonzero(candidates & same)
+        first = np.searchsorted(starts, ts[cand], side="left")
+        ok = first < len(starts)
+        hit = np.zeros(len(cand), dtype=bool)
+        hit[ok] = ends[first[ok]] <= ts[cand[ok]] + dur[cand[ok]]
+        out[cand[hit]] = True
+    return out
 
 
 def _first_time(ts_us: np.ndarray) -> float:
