@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import cache
-from importlib.resources import files
+from importlib import resources  # not `files`: DuckDB would scan it for the table `files`
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ def sql_modules() -> dict[str, str]:
 
 @cache
 def _sql_modules() -> dict[str, str]:
-    root = files("commwall.analysis").joinpath("sql")
+    root = resources.files("commwall.analysis").joinpath("sql")
     texts = {
         p.name.removesuffix(".sql"): p.read_text()
         for p in sorted(root.iterdir(), key=lambda q: q.name)

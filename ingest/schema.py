@@ -6,7 +6,7 @@ types of each Arrow schema match the DuckDB table of the same name.
 
 from __future__ import annotations
 
-from importlib.resources import files
+from importlib import resources  # not `files`: DuckDB would scan it for the table `files`
 
 import pyarrow as pa
 
@@ -100,7 +100,7 @@ TABLES: dict[str, pa.Schema] = {
 
 def ddl() -> str:
     """All CREATE statements of the store: schema.sql, then each format's schema_<name>.sql."""
-    root = files("commwall.ingest")
+    root = resources.files("commwall.ingest")
     names = sorted(
         p.name for p in root.iterdir() if p.name.startswith("schema") and p.name.endswith(".sql")
     )
