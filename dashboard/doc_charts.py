@@ -20,6 +20,7 @@ import altair as alt
 import pandas as pd
 
 import commwall.addrspace as addrspace
+from commwall.analysis.steps.summary import PART_LABELS
 from commwall.dashboard.charts import KIND_COLORS, LEGEND
 
 WIDTH = 620
@@ -142,8 +143,11 @@ def decomposition(df: pd.DataFrame, title: str, facet: str | None = None) -> alt
     text = not pd.api.types.is_numeric_dtype(df["rank"])
     rows: list | str = list(dict.fromkeys(df["rank"].tolist())) if text else "ascending"
     present = [(p, c) for p, c in zip(domain, colors, strict=True) if p in set(df["part"])]
-    scale = alt.Scale(domain=[p for p, _ in present], range=[c for _, c in present])
+    # the legend in words (PART_LABELS), never the report's keys
+    shown = {p: PART_LABELS.get(p, "exposed communication") for p, _ in present}
+    scale = alt.Scale(domain=[shown[p] for p, _ in present], range=[c for _, c in present])
     df = df.assign(order=df["part"].map({p: i for i, (p, _) in enumerate(present)}))
+    df = df.assign(part=df["part"].map(lambda p: shown.get(p, p)))
     chart = (
         alt.Chart(_data(df), title=title)
         .mark_bar()

@@ -98,7 +98,11 @@ def _text(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, dict):
-        return ", ".join(f"{k}: {_text(x)}" for k, x in v.items() if x not in (None, "", [], {}))
+        return ", ".join(
+            f"{str(k).replace('_', ' ')}: {_text(x)}"
+            for k, x in v.items()
+            if x not in (None, "", [], {})
+        )
     if isinstance(v, list):
         return "; ".join(
             " / ".join(_text(x) for x in e.values() if x not in (None, "", []))

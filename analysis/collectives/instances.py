@@ -57,10 +57,23 @@ def matching_sentence(m: dict) -> str:
         ops = f"op mismatch {m.get('op_mismatch', 0)}"
     else:
         ops = "op mismatch not checked (no sequence numbers: calls matched by order per op)"
-    return (
-        f"{m.get('instances', 0)} instances matched across ranks {m.get('by_key', {})}; "
-        f"incomplete {m.get('incomplete', 0)}, size mismatch {m.get('size_mismatch', 0)}, {ops}"
+    keys = m.get("by_key") or {}
+    how = ", ".join(
+        f"{n} by {MATCH_WORDS.get(k, str(k))}" if len(keys) > 1 else f"by {MATCH_WORDS.get(k, k)}"
+        for k, n in keys.items()
     )
+    return (
+        f"{m.get('instances', 0)} instances matched across ranks" + (f" ({how})" if how else "")
+        + f"; incomplete {m.get('incomplete', 0)}, size mismatch {m.get('size_mismatch', 0)}, {ops}"
+    )  # fmt: skip
+
+
+#: How the instances of a process group were matched (collectives.sql, match_key), in words.
+MATCH_WORDS = {
+    "seq": "sequence number",
+    "concrete_inputs": "the sequence number in Concrete Inputs",
+    "order": "order within each op",
+}
 
 
 def _jsonable(df: pd.DataFrame) -> list[dict]:

@@ -1,0 +1,42 @@
+"""What a person reads carries no report keys or Python values: the matching sentence of the
+Collectives page and the text report, the post-mortem's legends and run facts."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import SAMPLES
+
+from commwall.analysis import db
+from commwall.analysis.collectives.instances import matching_sentence
+from commwall.dashboard.export import postmortem
+from commwall.ingest import discover, store
+
+#: Keys of the report's step parts and of nested facts, as they would leak into text.
+KEYS = re.compile(r"\b(?:compute_only_ms|compute_overlapped_ms|exposed_\w+_ms|idle_ms|"
+                  r"memory_only_ms|n_dump_ranks|device_kind)\b")  # fmt: skip
+
+
+def test_the_matching_sentence_in_words():
+    m = {"instances": 48, "by_key": {"order": 48}, "incomplete": 0, "size_mismatch": 0,
+         "op_mismatch": 0, "op_mismatch_checked": False}  # fmt: skip
+    text = matching_sentence(m)
+    assert text.startswith("48 instances matched across ranks (by order within each op);")
+    assert "{" not in text and "'" not in text
+    both = matching_sentence({**m, "instances": 60, "by_key": {"order": 48, "seq": 12}})
+    assert "(48 by order within each op, 12 by sequence number)" in both
+
+
+def test_the_post_mortem_speaks_in_words(tmp_path):
+    path = tmp_path / "s.duckdb"
+    con = store.connect(path)
+    store.ingest(con, "r", discover.expand([str(SAMPLES / "gloo_4rank_compute")]))
+    con.close()
+    con = db.open_db(path)
+    try:
+        html = postmortem(con, "r")
+    finally:
+        con.close()
+    visible = re.sub(r"<[^>]+>", " ", html)  # text and SVG labels, tags and attributes out
+    assert not KEYS.search(visible), KEYS.search(visible)
+    assert "compute (not overlapped)" in visible  # the decomposition legend, in words
