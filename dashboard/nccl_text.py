@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from commwall.analysis.nccl.section import ranges, test_sentence
+from commwall.analysis.nccl.rows import ranges
+from commwall.analysis.nccl.tests_tables import test_sentence
 
 __all__ = ["ranges", "render_nccl"]
 

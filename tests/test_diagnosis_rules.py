@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from commwall.analysis.report.diagnosis import _culprit_sentence, diagnose, short_verdict
+from commwall.analysis.report.culprits import culprit_sentence as _culprit_sentence
+from commwall.analysis.report.diagnosis import diagnose, short_verdict
 
 
 def report(transfer: float, wait: float, idle: float, whatifs: list[tuple[str, float]]) -> dict:
@@ -159,7 +160,7 @@ def _shares_report(shares: dict[int, float]) -> dict:
     ],
 )  # fmt: skip
 def test_ranks_close_behind_the_named_ones(shares, named, expected):
-    from commwall.analysis.report.diagnosis import _close_behind
+    from commwall.analysis.report.culprits import close_behind as _close_behind
 
     culprits = [{"rank": r, "share_of_wait": shares[r]} for r in named]
     assert _close_behind(_shares_report(shares), culprits) == expected
@@ -168,7 +169,7 @@ def test_ranks_close_behind_the_named_ones(shares, named, expected):
 def test_a_culprits_idle_is_set_against_the_other_ranks():
     """Two ranks: the culprit idles 39.7 ms per step, the other 2.3 ms (the gloo pair
     sleep_front_2rank_r1). A median over both ranks (21.0 ms) would hide the contrast."""
-    from commwall.analysis.report.diagnosis import _culprits
+    from commwall.analysis.report.culprits import culprits as _culprits
 
     report = {
         "stragglers": {"ranks": [

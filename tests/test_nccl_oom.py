@@ -19,7 +19,8 @@ from test_nccl_lines import run
 
 from commwall.analysis.db import load_modules
 from commwall.analysis.hangs.stopped import crash_stop, stop_sentence
-from commwall.analysis.nccl.section import crash_sentence, nccl_section, oom_quote
+from commwall.analysis.nccl.crashes import crash_sentence, oom_quote
+from commwall.analysis.nccl.section import nccl_section
 from commwall.ingest import store
 from commwall.ingest.formats.nccl_log import parse
 from commwall.ingest.formats.nccl_log.parser import MAX_LINE_CHARS

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from commwall.analysis.model.step import mostly_waiting
-from commwall.analysis.nccl.section import crash_sentence
+from commwall.analysis.nccl.crashes import crash_sentence
 from commwall.analysis.steps.verdict import not_the_network, wait_fraction
 from commwall.analysis.units import NS_PER_MS, NS_PER_S
 

@@ -3,15 +3,17 @@ analysis/sql/nccl_*.sql macros). Every key is present whether or not the run has
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from commwall.analysis import units
 from commwall.analysis.db import has_table, scalar
+from commwall.analysis.nccl.crashes import _crashed, _later, crash_sentence, oom_quote
+from commwall.analysis.nccl.rows import rows as _rows
+from commwall.analysis.nccl.rows import where as _where
+from commwall.analysis.nccl.tests_tables import _tests, test_sentence
 
 UPLOAD_HINT = (
     "no NCCL log in this run: ingest the job's stdout/stderr (one file per process, or all "
@@ -42,99 +44,11 @@ NOTABLE_ENV = {
 #: … for these only when set to 1 (0 is the default).
 ENV_WHEN_ONE = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"}
 STATUSES = ("not_enqueued", "waiting", "completed", "crashed", "no_log")
-#: An out-of-memory message up to what it says was free: `CUDA out of memory. Tried to
-#: allocate 2.16 GiB. GPU 7 has a total capacity of 139.80 GiB of which 1.28 GiB is free.`
-#: (recent PyTorch), `... Tried to allocate 20.00 MiB (GPU 0; ...; 3.19 MiB free` (older).
-_OOM_FREE = re.compile(r"^.*?\bfree\b[^.;)]*[.)]?")
-#: Characters of an out-of-memory message quoted when it says nothing of free memory.
-OOM_QUOTE = 240
-#: The store table of nccl-tests rows (stores made before it existed lack it).
-TESTS = "nccl_test_results"
-#: nccl-tests prints bandwidths with two decimals: below this it printed 0.00.
-TINY_BUSBW = 0.01
-#: A table's smallest size up to this shows what one call costs apart from its bandwidth.
-SMALL_MESSAGE = 64 << 10
-
-
-def _rows(con: duckdb.DuckDBPyConnection, macro: str, rid: int) -> list[dict[str, Any]]:
-    cur = con.execute(f"SELECT * FROM {macro}(?)", [rid])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def _where(con: duckdb.DuckDBPyConnection, file_id: int | None, line: int | None) -> dict | None:
-    if file_id is None:
-        return None
-    path = con.execute("SELECT path FROM files WHERE file_id = ?", [file_id]).fetchone()
-    return {"file": path[0] if path else None, "line": line}
 
 
 def has_nccl_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """True when the store has the nccl_* tables (stores made before they existed do not)."""
     return has_table(con, "nccl_files")
-
-
-def _tests(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict[str, Any]]:
-    """The nccl-tests tables of the run's logs (`nccl_test_tables`), each with where it starts
-    and its bus bandwidth per message size (`curve`); none in a store made before they were
-    read."""
-    if not has_table(con, TESTS):
-        return []
-    curves: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for f, t, size, bw in con.execute(
-        f"SELECT file_id, table_no, size_bytes, greatest(oop_busbw_gbs, ip_busbw_gbs) FROM {TESTS}"
-        " WHERE run_id = ? AND coalesce(oop_busbw_gbs, ip_busbw_gbs) IS NOT NULL"
-        " ORDER BY file_id, table_no, size_bytes, line_no",
-        [rid],
-    ).fetchall():
-        curves.setdefault((f, t), []).append({"bytes": size, "busbw_gbs": bw})
-    out = []
-    for r in _rows(con, "nccl_test_tables", rid):
-        curve = curves.get((r["file_id"], r["table_no"]), [])
-        out.append(r | {"where": _where(con, r["file_id"], r["line_no"]), "curve": curve})
-    return out
-
-
-def test_name(t: Mapping[str, Any]) -> str:
-    """The program an nccl-tests table came from (`all_reduce_perf`), or "nccl-tests"."""
-    return f"{t['test']}_perf" if t.get("test") else "nccl-tests"
-
-
-def test_sentence(t: Mapping[str, Any]) -> str | None:
-    """What one nccl-tests table says, in a sentence (None: it has no figures)."""
-    if t["peak_busbw_gbs"] is None:
-        return None
-    name = test_name(t)
-    basis = {"bandwidth ratio": "its bus/algorithm bandwidth", "file name": "the file's name"}
-    op = "" if t["test"] or not t["op"] else f" ({t['op']}, from {basis[t['op_basis']]})"
-    who = ", ".join(
-        x for x in (f"{t['n_ranks']} ranks" if t["n_ranks"] else "", t["gpu"] or "") if x
-    )
-    where = t["where"] or {}
-    place = f"{Path(where['file']).name}:{where['line']}" if where.get("file") else ""
-    text = f"{name}{op}{f' on {who}' if who else ''}: " + _bandwidth_text(t)
-    if t["wrong_values"] or t["wrong_rows"]:
-        text += (
-            f"; WRONG RESULTS: {t['wrong_values'] or 0} value(s) out of bounds, "
-            f"{t['wrong_rows']} size(s) with wrong values (a GPU, memory or link fault: "
-            "take these GPUs out of service until a rerun is clean)"
-        )
-    return text + (f" ({place})" if place else "")
-
-
-def _bandwidth_text(t: Mapping[str, Any]) -> str:
-    """The bus bandwidth of an nccl-tests table: its peak and at what size, at the largest size
-    when that is 5% lower, and the time at the smallest size."""
-    peak, largest = t["peak_busbw_gbs"], t["largest_busbw_gbs"]
-    small = ""
-    if t["smallest_time_us"] is not None and t["min_bytes"] <= SMALL_MESSAGE:
-        small = f"{t['smallest_time_us']:.4g} µs a call at {units.size_text(t['min_bytes'])}"
-    if peak < TINY_BUSBW:  # printed as 0.00: only small messages, the time is what they show
-        return f"bus bandwidth under {TINY_BUSBW} GB/s as printed" + (f"; {small}" if small else "")
-    text = f"bus bandwidth peaks at {peak:.3g} GB/s ({units.size_text(t['peak_bytes'])} messages)"
-    if t["max_bytes"] != t["peak_bytes"] and largest < peak * 0.95:
-        text += f", {largest:.3g} GB/s at the largest size, {units.size_text(t['max_bytes'])}"
-    return text + (f"; {small}" if small and t["min_bytes"] != t["max_bytes"] else "")
 
 
 def _versions(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
@@ -210,98 +124,6 @@ def _problems(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, dict]:
         key = "handled_returns" if r["category"] == "handled" else r["category"] + "s"
         out[key] = {"count": r["count"], "first": first}
     return out
-
-
-def _crashed(con: duckdb.DuckDBPyConnection, rid: int) -> dict[str, Any]:
-    """The ranks that died of an error of their own (nccl_crashes), what each died of and
-    NCCL's last error quoted under it; `unattributed`: crash lines of no known rank."""
-    rows = _rows(con, "nccl_crashes", rid)
-    by_rank = [
-        {
-            "rank": r["rank"],
-            "crash": r["crash"],
-            "last_error": r["last_error"],
-            **(_where(con, r["first_file_id"], r["first_line"]) or {}),
-            "kind": r["crash_kind"],
-            "later_crash": r["later_crash"],
-        }
-        for r in rows
-        if r["rank"] is not None
-    ]
-    other = next((r for r in rows if r["rank"] is None), None)
-    return {
-        "ranks": [r["rank"] for r in by_rank],
-        "by_rank": by_rank,
-        "unattributed": other["n_crash_lines"] if other else 0,
-        "unattributed_first": None
-        if other is None
-        else {
-            "crash": other["crash"],
-            "last_error": other["last_error"],
-            **(_where(con, other["first_file_id"], other["first_line"]) or {}),
-            "kind": other["crash_kind"],
-        },
-    }
-
-
-def crash_sentence(crashed: Mapping[str, Any]) -> str | None:
-    """Who died of what, in one clause per distinct cause (`ranks 1-7 died of NCCL error in:
-    ..., invalid usage ...; NCCL's last error: NET/IB : ...`); None when no rank died. What a
-    rank died of is its first fatal error (`rank 7 died of running out of GPU memory (...)`);
-    its later ones, which followed from it, are named after it."""
-    causes: dict[tuple, list[int]] = {}
-    for r in crashed.get("by_rank") or []:
-        key = (r["crash"], r["last_error"], r.get("kind"), r.get("later_crash"))
-        causes.setdefault(key, []).append(r["rank"])
-    parts = [
-        f"rank{'s' if len(ranks) > 1 else ''} {ranges(ranks)} died of "
-        + _cause(crash, last, kind)
-        + _later(later, "their" if len(ranks) > 1 else "its")
-        for (crash, last, kind, later), ranks in causes.items()
-    ]
-    other, n = crashed.get("unattributed_first"), crashed.get("unattributed") or 0
-    if other:
-        parts.append(
-            f"{'a process' if n == 1 else f'{n} crash lines'} of no known rank "
-            f"{'died' if n == 1 else 'say the first died'} of "
-            + _cause(other["crash"], other["last_error"], other.get("kind"))
-        )
-    return "; ".join(parts) or None
-
-
-def _cause(crash: str, last_error: str | None, kind: str | None = None) -> str:
-    """What a rank died of, with NCCL's last error where PyTorch quoted it; an out-of-memory
-    says so, with what was asked for and what was free."""
-    if kind == "oom":
-        return f"running out of GPU memory ({oom_quote(crash)})"
-    return crash + (f" (NCCL's last error: {last_error})" if last_error else "")
-
-
-def _later(later: str | None, whose: str = "its") -> str:
-    """The clause naming a rank's last fatal error after the first, or ''."""
-    return f", and {whose} later errors came after that (the last: {later})" if later else ""
-
-
-def oom_quote(message: str) -> str:
-    """An out-of-memory message cut after what it says was free (`torch.OutOfMemoryError: CUDA
-    out of memory. Tried to allocate 2.16 GiB. GPU 7 has a total capacity of 139.80 GiB of
-    which 1.28 GiB is free.`), where PyTorch's advice on fragmentation follows."""
-    m = _OOM_FREE.match(message)
-    if m is None:
-        return message if len(message) <= OOM_QUOTE else message[:OOM_QUOTE] + " …"
-    quote = m.group(0)
-    return quote + (" …)" if quote.count("(") > quote.count(")") else "")
-
-
-def ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] → '0-2,5,7-8'; '-' when empty."""
-    out: list[str] = []
-    for r in sorted(ranks):
-        if out and r == int(out[-1].split("-")[-1]) + 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{r}"
-        else:
-            out.append(str(r))
-    return ",".join(out) or "-"
 
 
 #: Interrupts listed in the section (the count is of all).

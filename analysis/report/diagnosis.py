@@ -21,13 +21,14 @@ Rules (docs/diagnosis.md; thresholds in analysis/policy.py):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from statistics import median
 from typing import Any
 
 from commwall.analysis import policy
-from commwall.analysis.collectives.stragglers import SAME_WORK, extra_work_ms, late_not_compute
 from commwall.analysis.hangs.stopped import before_the_hang, crash_stop, stop_sentence
 from commwall.analysis.report.answer import answer
+from commwall.analysis.report.bandwidth_words import bandwidth_sentence
+from commwall.analysis.report.culprits import close_behind, culprit_sentence
+from commwall.analysis.report.culprits import culprits as find_culprits
 from commwall.analysis.steps.summary import PART_LABELS
 from commwall.analysis.steps.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -59,10 +60,6 @@ HUNG_LABEL = "hung: a collective never completed"
 LOG_FINDINGS = 2
 DIED_LABEL = "died: ranks stopped on an error of their own"
 
-#: A rank not named among the culprits is "close behind" when its share of the waiting is
-#: within this fraction of the last named one's.
-CLOSE_BEHIND = 0.2
-
 #: What each replay fix that changes no transfer (analysis.steps.verdict.NOT_COMM_FIXES) says sets
 #: the step when it beats hiding all communication.
 NOT_COMM_SUBJECTS = {
@@ -85,26 +82,6 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
-def _late_start(r: Mapping[str, Any]) -> bool:
-    """Whether a late rank is late before its steps begin: it enters them later than the first
-    rank by at least LATE_START_SHARE of its delay at the collectives (stragglers.sql)."""
-    start, delay = r.get("start_delay_ms"), r.get("delay_ms")
-    return bool(start and delay and delay > 0 and start >= policy.LATE_START_SHARE * delay)
-
-
-def _more_work(r: Mapping[str, Any]) -> bool:
-    """Whether a rank that is not flagged is late for its operator work: the compute
-    straggler's rule (stragglers.sql), its extra work at least STRAGGLER_COMPUTE_FRACTION of its
-    delay; when its delay is not known, 1.1x the median rank's work."""
-    ratio, compute, delay = r.get("compute_ratio"), r.get("compute_ms"), r.get("delay_ms")
-    if not ratio or ratio <= SAME_WORK:
-        return False
-    extra = extra_work_ms(ratio, compute)
-    if extra is None or delay is None:
-        return ratio >= 1.1
-    return extra >= policy.STRAGGLER_COMPUTE_FRACTION * max(delay, 0.0)
-
-
 def _limit_pct(x: float, limit: float) -> str:
     """A share beside the limit it is judged by (above it: a wall), printed on the side of the
     limit it is on: as many decimals as that takes (9.8% is no wall at 10%, but "10%" reads as
@@ -116,136 +93,6 @@ def _limit_pct(x: float, limit: float) -> str:
         if (float(text) > 100 * limit) == (x > limit) and float(text) != 100 * limit:
             return f"{text}%"
     return f"{100 * x:.4f}%"
-
-
-def _busy_ratio(report: Mapping[str, Any], rank: int) -> float | None:
-    """The rank's τ_comp over the median of the other ranks' (report `ranks`, whole trace)."""
-    rows = [r for r in report.get("ranks") or [] if r.get("tau_comp_ms") is not None]
-    own = [r["tau_comp_ms"] for r in rows if r.get("rank") == rank]
-    others = [r["tau_comp_ms"] for r in rows if r.get("rank") != rank]
-    if not own or not others or median(others) <= 0:
-        return None
-    return float(own[0] / median(others))
-
-
-def _culprits(report: Mapping[str, Any]) -> list[dict]:
-    """Ranks causing the waiting, largest share first (share >= 10% of all waiting)."""
-    ranks = (report.get("stragglers") or {}).get("ranks") or []
-    if not any(r.get("share_of_wait") for r in ranks):
-        return []
-    decomp = {r["rank"]: r for r in (report.get("decomposition") or {}).get("ranks") or []}
-    out: list[dict] = []
-    for r in sorted(ranks, key=lambda r: -(r.get("wait_caused_ms") or 0)):
-        share = r.get("share_of_wait") or 0.0
-        if share < 0.10 or len(out) >= 2:
-            break
-        ratio, late_start = r.get("compute_ratio"), _late_start(r)
-        if r.get("kind") == "compute" or (not r.get("flagged") and _more_work(r)):
-            why = f"it does {ratio:.2f}x the median rank's operator work" + (
-                " (a compute straggler)" if r.get("flagged") else ""
-            )
-            kind = "compute"
-        elif late_start:
-            start = (
-                f"enters its steps {_f(r['start_delay_ms'])} after the first rank "
-                f"({_pct(r['start_delay_ms'] / r['delay_ms'])} of its {_f(r['delay_ms'])} delay "
-                "at the collectives)"
-            )
-            why = (
-                f"it too {start}"
-                if any(c["late_start"] for c in out)
-                else f"it {start}: it is late before its step begins (the previous step's host "
-                "work, data loading or the optimizer, between the profiler's step marks), not "
-                "inside it; the replay starts each rank where its step began, so it leaves this "
-                "delay out"
-            )
-            kind = "other"
-        elif ratio is not None:
-            why = (
-                "it is "
-                + late_not_compute(
-                    ratio, r.get("compute_ms"), r.get("delay_ms"), _busy_ratio(report, r["rank"])
-                )
-                + ": a host, input-pipeline or launch delay"
-            )
-            kind = "other"
-        else:
-            why = (
-                "no operator time to compare it on"
-                if (report.get("run_info") or {}).get("n_steps")
-                # operator work is compared per step: without step marks there is none
-                else "no steps marked in the traces to compare its operator work on"
-            )
-            kind = "unknown"
-        idle = decomp.get(r["rank"], {}).get("idle_ms")
-        # the other ranks' median: with two ranks a median over all would include the culprit
-        others = [d.get("idle_ms") or 0 for k, d in decomp.items() if k != r["rank"]]
-        med_idle = median(others) if others else None
-        out.append(
-            {
-                "rank": r["rank"],
-                "host": r.get("host"),
-                "share_of_wait": share,
-                "wait_caused_ms": r.get("wait_caused_ms"),
-                "n_last": r.get("n_last"),
-                "n_instances": r.get("n_instances"),
-                "flagged": bool(r.get("flagged")),
-                "kind": kind,
-                "why": why,
-                "idle_ms_per_step": idle,
-                "median_idle_ms_per_step": med_idle,
-                "late_start": kind == "other" and late_start,
-            }
-        )
-    return out
-
-
-def _close_behind(report: Mapping[str, Any], culprits: list[dict]) -> str:
-    """The ranks not named that cause nearly as much of the waiting as the last one named
-    (within CLOSE_BEHIND of its share): then the waiting is spread, and looking at the named
-    ranks alone would mislead."""
-    named = {c["rank"] for c in culprits}
-    floor = culprits[-1]["share_of_wait"] * (1 - CLOSE_BEHIND)
-    ranks = (report.get("stragglers") or {}).get("ranks") or []
-    near = sorted(
-        (r for r in ranks if r["rank"] not in named and (r.get("share_of_wait") or 0) >= floor),
-        key=lambda r: -(r.get("share_of_wait") or 0),
-    )
-    if not near:
-        return ""
-    who = ", ".join(f"rank {r['rank']} {_pct(r['share_of_wait'])}" for r in near)
-    first, last = culprits[0]["rank"], culprits[-1]["rank"]
-    if len(culprits) == 1:
-        return f" Close behind: {who}: the waiting is not rank {first}'s alone."
-    return (
-        f" Close behind rank {last}: {who}: beyond rank {first}, the waiting is spread over "
-        "several ranks."
-    )
-
-
-def _culprit_sentence(c: dict, n_steps: int | None) -> str:
-    host = f" (host {c['host']})" if c.get("host") else ""
-    persistent = "a persistent straggler" if c["flagged"] else "not persistent enough to flag"
-    if c["n_last"] == 0:
-        # waiting is charged to every rank still absent, not only to the last one (stragglers.sql)
-        s = (
-            f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it without ever "
-            f"arriving last (0/{c['n_instances']} collectives): the ranks already there wait "
-            f"for it, and then for a later one; {c['why']}"
-        )
-    else:
-        s = (
-            f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it, last in "
-            f"{c['n_last']}/{c['n_instances']} collectives ({persistent}); {c['why']}"
-        )
-    idle, med = c.get("idle_ms_per_step"), c.get("median_idle_ms_per_step")
-    late_inside = c["kind"] != "compute" and not c.get("late_start")
-    if late_inside and idle is not None and med is not None and idle > med + 0.05:
-        s += (
-            f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the other ranks "
-            "(median)"
-        )
-    return s
 
 
 def _subject(report: Mapping[str, Any], key: str) -> str:
@@ -522,7 +369,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             f"mostly compute ({_pct(compute_share)} of it); its largest overhead is "
             f"{PART_LABELS[big[0]]}, {_f(s.get(big[0]))} ({_pct(shares[big[0]])})"
         )
-    culprits = _culprits(report)
+    culprits = find_culprits(report)
     n_steps = (report.get("run_info") or {}).get("n_steps")
     scope = "step" if s.get("scope") == "steps" else "trace span per rank"
 
@@ -597,7 +444,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             )
         )
     elif cause == "bandwidth" or "exposed_transfer_ms" in big:
-        sentences.append(("bandwidth", _bandwidth_sentence(report)))
+        sentences.append(("bandwidth", bandwidth_sentence(report)))
     if partial and comm > 0:
         traced, world = partial
         sentences.append(
@@ -610,8 +457,8 @@ def diagnose(report: Mapping[str, Any]) -> dict:
             )
         )
     if culprits and shares["exposed_wait_ms"] > 0.01:
-        who = "; ".join(_culprit_sentence(c, n_steps) for c in culprits)
-        sentences.append(("who", f"Of the waiting, {who}.{_close_behind(report, culprits)}"))
+        who = "; ".join(culprit_sentence(c, n_steps) for c in culprits)
+        sentences.append(("who", f"Of the waiting, {who}.{close_behind(report, culprits)}"))
     sentences.append(("whatif", _whatif_sentence(report)))
     fix = best_fix(report)
     if fix:
@@ -684,52 +531,3 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "paragraph": paragraph,
         "points": points,
     }
-
-
-def _bandwidth_sentence(report: Mapping[str, Any]) -> str:
-    ops = (report.get("collectives") or {}).get("ops") or []
-    model = report.get("model") or {}
-    measured = model.get("measured") or {}
-    parts: list[str] = []
-    for o in ops[:3]:
-        if o.get("busbw_GBps_median") is not None:
-            n = o.get("n_bandwidth", o["count"])
-            calls = f"{n} calls" if n == o["count"] else f"{n} of {o['count']} calls"
-            parts.append(
-                f"{o['op']} {o['busbw_GBps_median']:.3g} GB/s median bus bandwidth "
-                f"({calls}, median {_fmt_bytes(o.get('bytes_median'))})"
-            )
-    peak = measured.get("peak_busbw_GBps")
-    link = measured.get("link")
-    txt = "Measured: " + "; ".join(parts) if parts else "No bus bandwidth could be measured"
-    if peak and measured.get("busbw_GBps"):
-        txt += f"; {100 * measured['busbw_GBps'] / peak:.0f}% of the {link} peak ({peak:.0f} GB/s)"
-    fit = model.get("fit") or {}
-    if fit.get("beta_GBps") and str(fit.get("status", "")).startswith("calibrated"):
-        txt += f"; fitted β = {fit['beta_GBps']:.3g} GB/s"
-    return txt + "." + _cpu_transfer_caveat(report.get("run_info") or {})
-
-
-def _cpu_transfer_caveat(info: Mapping[str, Any]) -> str:
-    """On CPU traces the collectives are run by CPU threads of the ranks themselves: a slow
-    transfer can be ranks competing for cores rather than the network."""
-    if info.get("device_kind") != "cpu":
-        return ""
-    hosts, n = info.get("hosts") or [], info.get("n_ranks") or 0
-    where = f" ({n} ranks on {len(hosts)} host{'s' if len(hosts) > 1 else ''})" if hosts else ""
-    return (
-        f" These are CPU traces{where}: their collectives run on CPU threads beside the "
-        "ranks' compute, so a slow transfer can be ranks competing for cores as much as the "
-        "network; give each rank cores of its own before paying for bandwidth."
-    )
-
-
-def _fmt_bytes(b: Any) -> str:
-    if b is None:
-        return "size unknown"
-    b = float(b)
-    for unit in ("B", "KB", "MB", "GB"):
-        if b < 1000 or unit == "GB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1000
-    return f"{b:.1f} GB"

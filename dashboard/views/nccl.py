@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from commwall.analysis.nccl.section import test_sentence
+from commwall.analysis.nccl.tests_tables import test_sentence
 from commwall.dashboard import charts, data, figures, session
 from commwall.dashboard.ui import md, missing, nccl_hint
 from commwall.dashboard.ui import table as ui_table
