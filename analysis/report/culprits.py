@@ -17,13 +17,15 @@ from commwall.analysis.collectives.stragglers import SAME_WORK, extra_work_ms, l
 CLOSE_BEHIND = 0.2
 
 
-def _f(ms: float | None) -> str:
+def fmt_ms(ms: float | None) -> str:
+    """Milliseconds as the diagnosis writes them: 5.9 ms, 0.20 ms."""
     if ms is None:
         return "n/a"
     return f"{ms:.1f} ms" if abs(ms) >= 1 else f"{ms:.2f} ms"
 
 
-def _pct(x: float | None) -> str:
+def fmt_pct(x: float | None) -> str:
+    """A share as a whole percentage."""
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
@@ -76,9 +78,9 @@ def culprits(report: Mapping[str, Any]) -> list[dict]:
             kind = "compute"
         elif late_start:
             start = (
-                f"enters its steps {_f(r['start_delay_ms'])} after the first rank "
-                f"({_pct(r['start_delay_ms'] / r['delay_ms'])} of its {_f(r['delay_ms'])} delay "
-                "at the collectives)"
+                f"enters its steps {fmt_ms(r['start_delay_ms'])} after the first rank "
+                f"({fmt_pct(r['start_delay_ms'] / r['delay_ms'])} of its "
+                f"{fmt_ms(r['delay_ms'])} delay at the collectives)"
             )
             why = (
                 f"it too {start}"
@@ -142,7 +144,7 @@ def close_behind(report: Mapping[str, Any], culprits: list[dict]) -> str:
     )
     if not near:
         return ""
-    who = ", ".join(f"rank {r['rank']} {_pct(r['share_of_wait'])}" for r in near)
+    who = ", ".join(f"rank {r['rank']} {fmt_pct(r['share_of_wait'])}" for r in near)
     first, last = culprits[0]["rank"], culprits[-1]["rank"]
     if len(culprits) == 1:
         return f" Close behind: {who}: the waiting is not rank {first}'s alone."
@@ -158,20 +160,20 @@ def culprit_sentence(c: dict, n_steps: int | None) -> str:
     if c["n_last"] == 0:
         # waiting is charged to every rank still absent, not only to the last one (stragglers.sql)
         s = (
-            f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it without ever "
+            f"rank {c['rank']}{host} causes {fmt_pct(c['share_of_wait'])} of it without ever "
             f"arriving last (0/{c['n_instances']} collectives): the ranks already there wait "
             f"for it, and then for a later one; {c['why']}"
         )
     else:
         s = (
-            f"rank {c['rank']}{host} causes {_pct(c['share_of_wait'])} of it, last in "
+            f"rank {c['rank']}{host} causes {fmt_pct(c['share_of_wait'])} of it, last in "
             f"{c['n_last']}/{c['n_instances']} collectives ({persistent}); {c['why']}"
         )
     idle, med = c.get("idle_ms_per_step"), c.get("median_idle_ms_per_step")
     late_inside = c["kind"] != "compute" and not c.get("late_start")
     if late_inside and idle is not None and med is not None and idle > med + 0.05:
         s += (
-            f"; its timeline is idle {_f(idle)} per step against {_f(med)} on the other ranks "
-            "(median)"
+            f"; its timeline is idle {fmt_ms(idle)} per step against {fmt_ms(med)} on the other "
+            "ranks (median)"
         )
     return s

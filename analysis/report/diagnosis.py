@@ -29,6 +29,8 @@ from commwall.analysis.report.answer import answer
 from commwall.analysis.report.bandwidth_words import bandwidth_sentence
 from commwall.analysis.report.culprits import close_behind, culprit_sentence
 from commwall.analysis.report.culprits import culprits as find_culprits
+from commwall.analysis.report.culprits import fmt_ms as _f
+from commwall.analysis.report.culprits import fmt_pct as _pct
 from commwall.analysis.steps.summary import PART_LABELS
 from commwall.analysis.steps.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -70,16 +72,6 @@ NOT_COMM_SUBJECTS = {
 #: sits idle (DEVICE_STALL): the replay's label names host delays.
 STALLED_IDLE = "the device's idle time"
 STALLED_IDLE_LABEL = "idle gaps removed (the GPU's stalls with work issued)"
-
-
-def _f(ms: float | None) -> str:
-    if ms is None:
-        return "n/a"
-    return f"{ms:.1f} ms" if abs(ms) >= 1 else f"{ms:.2f} ms"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
 def _limit_pct(x: float, limit: float) -> str:
