@@ -100,7 +100,42 @@ def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
         if df[col].map(lambda v: isinstance(v, str)).nunique() > 1:
             df[col] = df[col].map(_as_text)
         df[col] = visible_column(df[col])
-    where.dataframe(df, hide_index=True, key=key)
+    labels = {c: st.column_config.Column(column_label(str(c))) for c in df.columns}
+    where.dataframe(df, hide_index=True, key=key, column_config=labels)
+
+
+#: Column headers in words where the rule of `column_label` would not say it well.
+COLUMN_LABELS = {
+    "n_last": "last at (collectives)",
+    "n_instances": "collectives",
+    "n_steps": "steps",
+    "n_ranks": "ranks",
+    "excess_ms": "later than the median rank (ms)",
+    "compute_ratio": "operator time vs the median rank (×)",
+    "late_fraction": "share of collectives joined last",
+    "start_delay_ms": "starts its steps late by (ms)",
+    "delay_ms": "arrives late by (ms)",
+    "wait_caused_ms": "wait caused on peers (ms)",
+    "tau_comp_ms": "τ_comp (ms)",
+    "tau_comm_ms": "τ_comm (ms)",
+    "eta": "η",
+    "gamma": "γ",
+    "busbw_GBps": "bus bandwidth (GB/s)",
+    "algbw_GBps": "algorithm bandwidth (GB/s)",
+    "top_rank": "rank causing the most waiting",
+}
+
+
+def column_label(name: str) -> str:
+    """A column's header in words: COLUMN_LABELS, else its name with the unit of a `_ms`,
+    `_GBps`, `_bytes` or `_pct` suffix in brackets and underscores as spaces (`wait_ms` →
+    "wait (ms)")."""
+    if name in COLUMN_LABELS:
+        return COLUMN_LABELS[name]
+    for suffix, unit in (("_ms", "ms"), ("_GBps", "GB/s"), ("_bytes", "bytes"), ("_pct", "%")):
+        if name.endswith(suffix):
+            return f"{name[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return name.replace("_", " ")
 
 
 def prose(df: pd.DataFrame, text: str, where: Any = st) -> None:

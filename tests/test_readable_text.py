@@ -40,3 +40,15 @@ def test_the_post_mortem_speaks_in_words(tmp_path):
     visible = re.sub(r"<[^>]+>", " ", html)  # text and SVG labels, tags and attributes out
     assert not KEYS.search(visible), KEYS.search(visible)
     assert "compute (not overlapped)" in visible  # the decomposition legend, in words
+
+
+def test_table_headers_are_words():
+    from commwall.dashboard.ui import column_label
+
+    assert column_label("wait_caused_ms") == "wait caused on peers (ms)"
+    assert column_label("exposed_wait_ms") == "exposed wait (ms)"
+    assert column_label("peak_busbw_GBps") == "peak busbw (GB/s)"
+    assert column_label("op_type") == "op type"
+    assert column_label("rank") == "rank"
+    for name in ("n_last", "late_fraction", "compute_ratio", "start_delay_ms", "top_rank"):
+        assert "_" not in column_label(name)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from commwall.analysis.nccl.tests_tables import test_sentence
 from commwall.dashboard import charts, data, figures, session
-from commwall.dashboard.ui import md, missing, nccl_hint
+from commwall.dashboard.ui import column_label, md, missing, nccl_hint
 from commwall.dashboard.ui import table as ui_table
 
 MAX_DRAWN = 4  # channels drawn per communicator
@@ -123,7 +123,9 @@ for key in ("warnings", "errors", "timeouts"):
     st.markdown(line)
 timeouts = (n.get("timeouts") or {}).get("collectives")
 if timeouts:
-    st.dataframe(pd.DataFrame(timeouts).astype(str), hide_index=True, key="nccl_timeouts")
+    shown = pd.DataFrame(timeouts).astype(str)
+    labels = {c: st.column_config.Column(column_label(str(c))) for c in shown.columns}
+    st.dataframe(shown, hide_index=True, key="nccl_timeouts", column_config=labels)
 
 coll = n.get("collectives") or {}
 if coll.get("calls"):

@@ -45,6 +45,7 @@ flagged = list(s.get("flagged") or [])
 # The verdict is "<answer>: <finding>; <finding>; …": the answer as the headline, the
 # findings one per line.
 answer, _, rest = (s.get("verdict") or "no verdict").partition(": ")
+answer = "no straggler" if answer.strip().lower() == "none" else answer  # not Python's None
 lines = [f"**{md(answer[:1].upper() + answer[1:])}**"]
 lines += [f"- {md(f)}" for f in findings(rest)]
 (st.warning if flagged else st.success)("\n".join(lines))
@@ -74,17 +75,18 @@ cut = f"The {MAX_BARS} highest scores of {len(table)} ranks; the table lists eve
 st.caption(
     (cut if len(table) > MAX_BARS else "")
     + "Ranks by score, flagged ranks in red. A straggler arrives last at collectives, so it "
-    "has the shortest communication time and makes its peers wait. late_fraction: share of its "
-    "collectives it joined last; compute_ratio: its operator time over the median rank's "
-    "(above 1: extra compute); delay_ms: how much later than the first rank it arrives at its "
-    "latest collective of a step, start_delay_ms how much later it starts its steps (median "
+    "has the shortest communication time and makes its peers wait. Operator time vs the median "
+    "rank: above 1, extra compute. Arrives late by: how much later than the first rank it "
+    "arrives at its latest collective of a step; starts its steps late by: how much later it "
+    "starts its steps (median "
     "over steps): most of the delay there means the rank is late before its step begins."
 )
 ui_table(table[[c for c in SHOWN if c in table.columns]], key="stragglers")
 with st.expander("Per step"):
     ui_table(pd.DataFrame(s.get("steps") or []), key="straggler_steps")
     st.caption(
-        "top_rank: the rank whose lateness caused the most waiting in that step. flagged: the "
+        "Rank causing the most waiting: the rank whose lateness caused the most waiting in "
+        "that step. Flagged: the "
         "ranks that, on that step's collectives alone, caused more than their fair share of "
         "the waiting consistently, cost enough and were measurably late. The two can differ: a "
         "rank late at one long wait tops the step without being consistent, and a rank a "
