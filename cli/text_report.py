@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from commwall.analysis.collectives.instances import matching_sentence
+from commwall.analysis.model.summary import predicted_reason
 from commwall.analysis.report.checklist import ordered
 from commwall.dashboard.hang_text import render_hang
 from commwall.dashboard.nccl_text import render_nccl
@@ -182,7 +183,8 @@ def _model(m: dict, table: Table) -> str:
     lines = [head, table(pd.DataFrame(rows)) if rows else "(no step measurements)"]
     for label, d in (("measured", measured), ("predicted", predicted or {})):
         if d.get("verdict"):
-            lines.append(f"{label}: {d['verdict']} — {d['reason']}")
+            reason = (predicted_reason(m) if label == "predicted" else None) or d["reason"]
+            lines.append(f"{label}: {d['verdict']} — {reason}")
     left_out = (predicted or {}).get("not_modelled")
     if left_out:
         ops = ", ".join(f"{op} ({n:g} per step)" for op, n in left_out.items())

@@ -52,3 +52,20 @@ def test_table_headers_are_words():
     assert column_label("rank") == "rank"
     for name in ("n_last", "late_fraction", "compute_ratio", "start_delay_ms", "top_rank"):
         assert "_" not in column_label(name)
+
+
+def test_the_models_advice_is_withheld_when_its_fit_is_uncertain():
+    from commwall.analysis.model.summary import predicted_reason
+
+    reason = (
+        "exposed communication is 49.3% of the step; communication takes 1.79× the compute "
+        "time, so no overlap can hide it: more bandwidth, fewer bytes or more compute per sync "
+        "are needed"
+    )
+    model = {"status": "fit too uncertain: held-out median error 43.9 %",
+             "predicted": {"verdict": "communication wall", "reason": reason}}  # fmt: skip
+    shown = predicted_reason(model)
+    assert shown is not None and "bandwidth" not in shown and "withheld" in shown
+    assert shown.startswith("exposed communication is 49.3% of the step")
+    assert predicted_reason({**model, "status": "calibrated"}) == reason
+    assert predicted_reason({"status": "calibrated", "predicted": {}}) is None

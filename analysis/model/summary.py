@@ -111,3 +111,19 @@ def prediction_dict(p: Prediction) -> dict[str, Any]:
         "min_link_GBps": None if p.min_link_Bps is None else p.min_link_Bps / 1e9,
         "assumptions": assumptions(p),
     }
+
+
+def predicted_reason(model: dict[str, Any]) -> str | None:
+    """The predicted verdict's reason as a reader should see it: whole when the fit is
+    calibrated; else only its first clause (the exposed share) and that its advice is withheld,
+    since a fit whose held-out error is too large, or unknown, is no ground to act on. None when
+    there is no predicted verdict."""
+    predicted = model.get("predicted") or {}
+    reason = predicted.get("reason")
+    if not predicted.get("verdict") or not reason:
+        return None
+    status = str(model.get("status") or "")
+    if not status or status == "calibrated":
+        return str(reason)
+    first = str(reason).split(";")[0].split(",")[0]
+    return f"{first}; its advice is withheld: the fit is not calibrated ({status})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from commwall.analysis.model.summary import predicted_reason
 from commwall.analysis.steps import summary
 from commwall.dashboard import charts, session
 from commwall.dashboard.ui import (
@@ -140,7 +141,8 @@ predicted = model.get("predicted") if isinstance(model, dict) else None
 st.subheader("Measured and predicted")
 if predicted and predicted.get("verdict"):
     st.markdown(
-        f"**Predicted** (α-β model): {md(predicted['verdict'])} — {md(predicted['reason'])}"
+        f"**Predicted** (α-β model): {md(predicted['verdict'])} — "
+        f"{md(predicted_reason(model or {}) or predicted['reason'])}"
     )
     status = str(model.get("status") or "") if isinstance(model, dict) else ""
     if status and status != "calibrated":
