@@ -384,6 +384,10 @@ def test_compare_page_tiles_deltas_and_several_runs(store, reports, tmp_path, mo
     at.multiselect(key="compare_after").set_value(["gloo", "dlrm_nccl"])
     at.run()
     assert not at.exception, at.exception
+    # the DLRM set (8 GPU ranks, NCCL) against the 4-rank gloo run: said to be another job
+    other = [w.replace("\\", "") for w in texts(at.warning) if "not the same job" in w]
+    assert len(other) == 1 and other[0].startswith("gloo is not the same job as dlrm")
+    assert "ranks: 8 → 4" in other[0] and "devices: gpu → cpu" in other[0]
     rows = table(at, "label", "dlrm", "gloo", "dlrm_nccl", "Δ gloo")
     want = compare(reports["dlrm"], reports["gloo"])
     # the page shows the exposed share in % (numbers only in each column), labelled so

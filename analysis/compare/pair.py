@@ -1,6 +1,10 @@
-"""Two runs side by side (before/after a fix): headline metrics and their deltas."""
+"""Two runs side by side (before/after a fix): headline metrics and their deltas, and whether
+the two are the same job at all."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 #: Summary keys compared, with their labels (times in ms, ratios as fractions).
 METRICS: dict[str, str] = {
@@ -36,3 +40,29 @@ def compare(before: dict, after: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def _job(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes a job the same job: its ranks, devices, backends and GPU models."""
+    info = report.get("run_info") or {}
+    return {
+        "ranks": info.get("n_ranks"),
+        "devices": info.get("device_kind"),
+        "backends": ", ".join(sorted(str(b) for b in info.get("backends") or [])) or None,
+        "GPUs": ", ".join(sorted(str(g) for g in info.get("gpus") or [])) or None,
+    }
+
+
+def job_differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """How run `after` differs from run `before` as a job ("ranks: 8 → 4", "backends: nccl →
+    gloo"): a comparison of different jobs says how the runs differ, not what a change did.
+    Facts either report lacks are not compared."""
+    a, b = _job(before), _job(after)
+    return [
+        f"{k}: {a[k]} → {b[k]}" for k in a if a[k] is not None and b[k] is not None and a[k] != b[k]
+    ]
+
+
+def comparable(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether the two runs are the same job (no job_differences)."""
+    return not job_differences(before, after)

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from commwall.analysis.compare.diff import change_sentence
-from commwall.analysis.compare.pair import METRICS
+from commwall.analysis.compare.pair import METRICS, job_differences
 from commwall.analysis.report.diagnosis import short_verdict
 from commwall.analysis.report.postmortem import decomposition_table
 from commwall.dashboard import data_docs, doc_charts, session
@@ -52,8 +52,11 @@ if len(names) < 2:
 left, right = st.columns([1, 2])
 baseline = left.selectbox("Baseline", names, index=0, key="compare_before")
 others = [n for n in names if n != baseline]
+# proposed: the latest run of as many ranks as the baseline (a comparable job), else the latest
+ranks = dict(zip(runs_table["run"], runs_table.get("ranks", [None] * len(names)), strict=True))
+alike = [n for n in others if ranks.get(n) == ranks.get(baseline)]
 chosen = right.multiselect(
-    "Compared with the baseline", others, default=others[-1:], key="compare_after"
+    "Compared with the baseline", others, default=(alike or others)[-1:], key="compare_after"
 )
 if not chosen:
     st.info("Choose one or more runs to compare with the baseline.")
@@ -61,6 +64,13 @@ if not chosen:
 runs = [baseline, *chosen]
 views = {r: session.view(runs_table, r) for r in runs}
 reports = {r: v.report for r, v in views.items()}
+for run in chosen:
+    if differs := job_differences(reports[baseline], reports[run]):
+        st.warning(
+            f"{md(run)} is not the same job as {md(baseline)} ({md('; '.join(differs))}): the "
+            "comparison says how the two runs differ, not what a change did.",
+            icon=":material/compare_arrows:",
+        )
 
 cols = st.columns(len(runs))
 base_summary = reports[baseline].get("summary") or {}
