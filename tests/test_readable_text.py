@@ -69,3 +69,5 @@ def test_the_models_advice_is_withheld_when_its_fit_is_uncertain():
     assert shown.startswith("exposed communication is 49.3% of the step")
     assert predicted_reason({**model, "status": "calibrated"}) == reason
     assert predicted_reason({"status": "calibrated", "predicted": {}}) is None
+    quiet = {"verdict": "compute-bound", "reason": "exposed communication is 2.1% of the step"}
+    assert predicted_reason({**model, "predicted": quiet}) == quiet["reason"]  # nothing withheld

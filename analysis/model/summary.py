@@ -126,4 +126,6 @@ def predicted_reason(model: dict[str, Any]) -> str | None:
     if not status or status == "calibrated":
         return str(reason)
     first = str(reason).split(";")[0].split(",")[0]
+    if first == str(reason):  # nothing but the share: no advice to withhold
+        return first
     return f"{first}; its advice is withheld: the fit is not calibrated ({status})"
