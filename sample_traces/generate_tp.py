@@ -30,14 +30,15 @@ Only this script imports torch. Run it with a Python that has torch (tested with
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import shutil
 import socket
 import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate_gloo import gzip_file  # noqa: E402 (the same gzip writer: equal input, equal bytes)
 
 WAIT_STEPS, WARMUP_STEPS = 1, 1
 
@@ -100,8 +101,7 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
             prof.export_chrome_trace(raw)
         finally:
             os.chdir(cwd)
-        with open(out_dir / raw, "rb") as src, gzip.open(out_dir / f"{raw}.gz", "wb", 6) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_file(out_dir / raw, out_dir / f"{raw}.gz", 6)
         (out_dir / raw).unlink()
 
     sched = schedule(wait=WAIT_STEPS, warmup=WARMUP_STEPS, active=args.steps, repeat=1)

@@ -21,6 +21,7 @@ from typing import Any
 
 from commwall.analysis.hangs.section import spans
 from commwall.analysis.policy import COMPUTE_MAJORITY
+from commwall.analysis.report.culprits import fmt_pct as _pct
 
 #: The most words the answer has.
 MAX_WORDS = 25
@@ -38,10 +39,6 @@ def _ms(v: float | None) -> str:
     if v is None:
         return "n/a"
     return f"{v:.3g} ms" if abs(v) < 1000 else f"{v:,.0f} ms"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
 def _ranks(ranks: list[int]) -> str:
