@@ -22,6 +22,7 @@ clock offsets), stored directly as ingest's rows instead of written as N trace f
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -222,6 +223,12 @@ def main() -> None:
     for u in result["foreign_requests"]:
         print(f"  {u}")
     if args.json:
+        result["machine"] = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "cpus": os.cpu_count(),
+            "load_average_1min": round(os.getloadavg()[0], 2),
+            "runs": runs,
+        }
         args.json.write_text(json.dumps(result, indent=2))
 
 

@@ -14,13 +14,20 @@ split between its sharers), sampled every 10 ms, and never less than the largest
 process's peak resident set from the kernel (os.wait4). Usage:
 
     python benchmarks/ingest.py [--scales 1 2 5] [--ranks 8] [--gzip] [--dirs DIR ...] [--no-hta]
+                                [--json OUT]
+
+--json OUT also writes every measured row and the machine it ran on as JSON (the input of
+benchmarks/write_performance.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import gzip
+import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -151,6 +158,7 @@ def main() -> None:
     )
     ap.add_argument("--gzip", action="store_true", help="each one-file case gzipped too")
     ap.add_argument("--no-hta", action="store_true", help="skip the peer")
+    ap.add_argument("--json", type=Path, help="write the measured rows here too")
     ap.add_argument("--make", nargs=3, metavar=("KIND", "K", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.make:
@@ -198,6 +206,8 @@ def main() -> None:
                 rows.append(("HTA 0.5.0", label, mb, wall, cpu, rss))
                 print(line(rows[-1]), flush=True)
     report(rows, [label for label, _, _ in cases], hta_ok)
+    if args.json:
+        write_json(args.json, rows)
 
 
 _COLUMNS = ("MB", "wall s", "MB/s", "CPU s", "MB/CPU-s", "peak MB", "peak/MB")
@@ -209,6 +219,38 @@ def line(row: tuple) -> str:
     tool, label, mb, wall, cpu, rss = row
     cells = (mb, wall, mb / wall, cpu, mb / cpu, rss, rss / mb)
     return f"{tool:<10} {label:>8}" + "".join(f" {v:>8.2f}" for v in cells)
+
+
+def machine() -> dict:
+    """The machine a benchmark ran on and when, for the tables made from its JSON."""
+    model = ""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
+                      if ln.startswith("model name")), "")  # fmt: skip
+        mem = Path("/proc/meminfo").read_text().split()[1]  # MemTotal, kB
+        memory_gib = round(int(mem) / 2**20, 1)
+    except (OSError, IndexError, ValueError):
+        memory_gib = None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "cpu_model": model or platform.processor(),
+        "memory_gib": memory_gib,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+    }
+
+
+def write_json(out: Path, rows: list[tuple]) -> None:
+    """The measured rows, one object each, with the machine they were measured on."""
+    keys = ("tool", "case", "mb", "wall_s", "cpu_s", "peak_mb")
+    doc = {
+        "benchmark": "ingest",
+        "machine": machine(),
+        "rows": [dict(zip(keys, row, strict=True)) for row in rows],
+    }
+    out.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def report(rows: list[tuple], labels: list[str], hta_ok: bool) -> None:

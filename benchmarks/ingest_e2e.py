@@ -10,7 +10,10 @@ its own cluster of `--workers` local processes inside `commwall ingest`, so its 
 the cluster's start, and the ingest's time includes computing the run's analysis tables for the
 run cache, as `commwall ingest` does by default. The two stores' `report --format json` must be identical. Usage:
 
-    python benchmarks/ingest_e2e.py [--ranks 64] [--workers 2] [--keep DIR]
+    python benchmarks/ingest_e2e.py [--ranks 64] [--workers 2] [--keep DIR] [--json OUT]
+
+--json OUT also writes the timing rows, whether the reports agree and the machine as JSON (the
+input of benchmarks/write_performance.py).
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--workers", type=int, default=2, help="local Dask workers (0: no Dask run)")
     ap.add_argument("--keep", type=Path, help="write the job here and keep it (default: temp)")
+    ap.add_argument("--json", type=Path, help="write the timing rows here too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
@@ -121,9 +125,21 @@ def main() -> None:
     for label, step, wall, cpu, peak in rows:
         print(f"{label:<10} {step:<7} {wall:>8.1f} {cpu:>8.1f} {mb / wall:>8.1f} {peak:>8.0f}")
     print(f"\nstore on disk after the ingest (file, WAL, shards): {'; '.join(stores)}")
-    if len(reports) == 2:
-        diff = differences(reports[0], reports[1])
+    diff = differences(reports[0], reports[1]) if len(reports) == 2 else None
+    if diff is not None:
         print("\nreports identical" if not diff else f"\nreports DIFFER at {diff}")
+    if args.json:
+        keys = ("way", "step", "wall_s", "cpu_s", "peak_mb")
+        doc = {
+            "benchmark": "ingest_e2e",
+            "machine": bench.machine(),
+            "ranks": args.ranks,
+            "mb": mb,
+            "rows": [dict(zip(keys, row, strict=True)) for row in rows],
+            "stores_mb": stores,
+            "reports_identical": None if diff is None else not diff,
+        }
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":

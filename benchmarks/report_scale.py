@@ -18,15 +18,20 @@ long enough, and builds every section from them (the first run's figures include
 the whole process (the interpreter and its imports included).
 Usage:
 
-    python benchmarks/report_scale.py [--ranks 8 64 256 1024 4096] [--collectives 2000]
+    python benchmarks/report_scale.py [--ranks 8 64 256 1024 4096] [--collectives 2000] [--json OUT]
+
+--json OUT also writes each scale's figures and the machine it ran on as JSON (the input of
+benchmarks/write_performance.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -114,12 +119,14 @@ def main() -> None:
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 256, 1024])
     p.add_argument("--collectives", type=int, default=2000, help="per rank, over 10 steps")
     p.add_argument("--memory-limit", default="2GB", help="DuckDB memory_limit of the report")
+    p.add_argument("--json", type=Path, help="write each scale's figures here too")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--db", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         child(args.db, args.memory_limit)
         return
+    doc = {"benchmark": "report_scale", "machine": machine(), "rows": []}
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, "
           f"memory_limit {args.memory_limit}, {args.collectives} collectives per rank")  # fmt: skip
     head = f"{'ranks':>6} {'calls':>10} {'report s':>9} {'cpu s':>7} {'peak MiB':>9}"
@@ -156,6 +163,27 @@ def main() -> None:
                   f"{warm['spent']['total report']:7.2f} {warm_cpu:8.2f} {warm_rss:8.0f} "
                   f"{cpu / calls * 1e6:17.2f}  {top} ({spent[top]:.2f}, "
                   f"{cpus[top]:.2f})  {got['flagged']}/{truth['straggler_rank']}")  # fmt: skip
+            doc["rows"].append(
+                {
+                    "ranks": ranks,
+                    "calls": calls,
+                    "first_s": spent["total report"],
+                    "first_process_s": wall,
+                    "first_cpu_s": cpu,
+                    "first_peak_mib": rss,
+                    "kept_s": kept["spent"]["total report"],
+                    "kept_cpu_s": kept_cpu,
+                    "kept_peak_mib": kept_rss,
+                    "tables_only_s": warm["spent"]["total report"],
+                    "tables_only_cpu_s": warm_cpu,
+                    "tables_only_peak_mib": warm_rss,
+                    "dominant_step": top,
+                    "straggler_found": got["flagged"],
+                    "straggler_truth": truth["straggler_rank"],
+                }
+            )
+            if args.json:  # after every scale: a long run interrupted keeps what it measured
+                args.json.write_text(json.dumps(doc, indent=1) + "\n")
             for k in ("open", "session", *steps):
                 print(f"       {k:34s} {spent[k]:7.2f} s {cpus[k]:7.2f} cpu s")
             print(f"       {'warm: session (read back)':34s} {warm['spent']['session']:7.2f} s "
@@ -163,6 +191,26 @@ def main() -> None:
             for k, v in warm["spent"].items():  # the later report's sections
                 if k not in ("session", "total report") and not k.startswith("session:"):
                     print(f"       {'warm: ' + k:34s} {v:7.2f} s {warm['cpu'][k]:7.2f} cpu s")
+
+
+def machine() -> dict:
+    """The machine a benchmark ran on and when, for the tables made from its JSON."""
+    model, memory_gib = "", None
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
+                      if ln.startswith("model name")), "")  # fmt: skip
+        memory_gib = round(int(Path("/proc/meminfo").read_text().split()[1]) / 2**20, 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "cpu_model": model or platform.processor(),
+        "memory_gib": memory_gib,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+    }
 
 
 def run_child(db: Path, memory_limit: str) -> tuple[float, float, float, dict]:

@@ -1,5 +1,5 @@
 """Synthetic NCCL_DEBUG logs with known ground truth, in the grammar of each NCCL version
-family (2.4–2.7, 2.8–2.17, 2.18–2.21, 2.22–2.25, 2.26+; NCCL_LOG.md), for tests and the
+family (2.4–2.7, 2.8–2.17, 2.18–2.21, 2.22–2.25, 2.26+; nccl_logs.md), for tests and the
 benchmark. No real log is bundled: every line here is generated from the grammar with
 neutral values (hosts nodeNN, pids 41xx, addresses from 192.0.2.0/24).
 

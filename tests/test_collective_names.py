@@ -8,7 +8,7 @@ from commwall.ingest.classify import comm_regex
 from commwall.ingest.collective_names import kernel_algo, kernel_op, normalize_op
 
 KERNELS = [
-    # (name, op, algo) — one per NCCL naming era (KINETO.md §9)
+    # (name, op, algo) — one per NCCL naming era (stragglers.md §7)
     ("ncclAllReduceRingLLKernel_sum_f32", "allreduce", "RING"),
     ("ncclBroadcastTreeKernel_sum_i8", "broadcast", "TREE"),
     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "allreduce", "RING"),

@@ -1,4 +1,4 @@
-"""Table-driven tests of single NCCL and PyTorch line shapes (constructed after NCCL_LOG.md)."""
+"""Table-driven tests of single NCCL and PyTorch line shapes (constructed after nccl_logs.md)."""
 
 from __future__ import annotations
 

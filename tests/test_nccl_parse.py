@@ -11,7 +11,7 @@ from nccl_log_gen import Job, Log, make_log, v
 from commwall.ingest.formats import registry as formats
 from commwall.ingest.formats.nccl_log import parse
 
-#: version → lowest version its line shapes must imply (NCCL_LOG.md §17), None: no clue.
+#: version → lowest version its line shapes must imply (nccl_logs.md §17), None: no clue.
 FAMILIES = {
     "2.4.8": None, "2.7.8": "2.7", "2.12.12": "2.12.7", "2.16.5": "2.16", "2.18.3": "2.18.1",
     "2.21.5": "2.21", "2.22.3": "2.22", "2.23.4": "2.23", "2.24.3": "2.24.3", "2.26.2": "2.26.2",

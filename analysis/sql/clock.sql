@@ -1,6 +1,6 @@
 -- clock: per clock-domain offsets from events that end at the same instant on every rank.
 -- Generic: knows nothing of traces. A clock domain is a set of ranks sharing one clock (a host).
--- Callers pass the end times of end-synchronous collectives (STRAGGLERS.md §4); start times
+-- Callers pass the end times of end-synchronous collectives (stragglers.md §4); start times
 -- carry the straggler signal and must never be passed here.
 
 -- _clock_round(rows, dom, prev): one round of the median-of-medians offset estimate.
@@ -90,7 +90,7 @@ LEFT JOIN res ON res.domain = doms.domain;
 --             residual_ns   DOUBLE: after alignment, the median over those events of
 --                           |domain median end - median end of all rows|; NULL when n_instances 0.
 --   One domain alone gets offset 0 and n_instances 0.
--- Algorithm: STRAGGLERS.md §4. Times are first made relative to each event's earliest end (exact
+-- Algorithm: stragglers.md §4. Times are first made relative to each event's earliest end (exact
 -- BIGINT arithmetic, small DOUBLE medians), then _clock_fit.
 CREATE OR REPLACE TEMP MACRO clock_fit(tbl) AS TABLE
 WITH e AS (SELECT grp, min(te) AS te0 FROM query_table(tbl) GROUP BY grp),

@@ -40,7 +40,7 @@ FROM collective_instances(rid);
 --   returns   op,
 --             count              matched instances,
 --             n_ranks            median ranks per instance,
---             bytes_total        sum of instance bytes (MODEL.md §4 S; NULL sizes skipped),
+--             bytes_total        sum of instance bytes (cost_model.md §4 S; NULL sizes skipped),
 --             bytes_median       median instance bytes (instances whose calls agree on sizes),
 --             transfer_ns_median median transfer_ns of the instances that are transfers
 --                                (_has_transfer; DOUBLE ns),

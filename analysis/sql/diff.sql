@@ -21,7 +21,7 @@ ORDER BY step;
 
 -- collective_sizes(rid): matched collective instances of run `rid` per (op, message size).
 --   rid       run_id.
---   returns   op, bytes (the instance's message size, MODEL.md §4 S; NULL when unknown),
+--   returns   op, bytes (the instance's message size, cost_model.md §4 S; NULL when unknown),
 --             count               instances,
 --             transfer_ns_median  median transfer time (end - last arrival, DOUBLE ns),
 --             busbw_GBps_median   median bus bandwidth (GB = 1e9 B; NULL without a size).

@@ -30,7 +30,7 @@ ORDER BY total_bytes DESC NULLS LAST, c.op;
 --             calls         COLL lines of that rank placed in the step,
 --             bytes         their per-rank message bytes.
 --   Only ranks whose COLL sequence could be aligned with their trace appear.
--- Algorithm: COLL lines carry no time, so they are aligned by order (NCCL_LOG.md §8). Per
+-- Algorithm: COLL lines carry no time, so they are aligned by order (nccl_logs.md §8). Per
 -- rank, the trace's collectives launched inside step windows (steps.sql step_windows; p2p
 -- and alltoall excluded, ordered by launch time) form a sequence T; the rank's COLL lines of
 -- the same ops, in file order, form C. The alignment offset k is the first position where

@@ -40,7 +40,7 @@ ORDER BY kind, device;
 --                           Disabled for ...`) | ring_gdr (only `use ring PXN x GDR y`, 2.24+),
 --             file_id, line_no   the line that decides,
 --             evidence      what that line says.
--- Algorithm: NCCL_LOG.md §4 step 4, strongest evidence first: a NET connection with
+-- Algorithm: nccl_logs.md §4 step 4, strongest evidence first: a NET connection with
 -- /GDRDMA (true), NET connections all without it (false), the capability lines (any Enabled
 -- = true), then the 2.24+ ring GDR flag (a communicator setting: it reads 1 on a host whose
 -- HCAs all say GDR Disabled, so it only decides when nothing else does). A NET/Socket connection never has GDR and does

@@ -126,7 +126,7 @@ WHERE x.run_id = rid AND x.kind IN ('crash', 'oom', 'last_error');
 --             crash_before_timeout   the crash line comes before the first line of the same
 --                           file that reports this timeout (NULL: no such line in its file, or
 --                           not crashed).
--- Algorithm: NCCL_LOG.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
+-- Algorithm: nccl_logs.md §13 desync heuristic. Per (pg, seq) of a timeout line, each rank
 -- 0 .. world-1 (only the ranks some row names when the world is too large to list, by
 -- nccl_listed_world, or when the world times the timed-out collectives passes 2^22 rows) takes its latest progress line (last enqueued / completed) for that pg; a
 -- rank that timed out on that seq itself issued it. Ranks compare on global rank. A timeout

@@ -1,4 +1,4 @@
-"""Regexes of NCCL's INFO/WARN message families, NCCL 2.4 → 2.30 (NCCL_LOG.md §3–12).
+"""Regexes of NCCL's INFO/WARN message families, NCCL 2.4 → 2.30 (nccl_logs.md §3–12).
 
 Each applies to the message: the text after `NCCL INFO ` / `NCCL WARN `. `dispatch(msg)` names
 the families worth trying for a message from its first word, so a line costs one or two
@@ -182,7 +182,7 @@ BENIGN = C(
     r" *</?[a-z]+[ >/]|NET/IB ?: IB NIC distance)"
 )
 
-#: WARN messages worth naming (NCCL_LOG.md §11), first match wins.
+#: WARN messages worth naming (nccl_logs.md §11), first match wins.
 WARN_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ib_completion", C(r"NET/IB ?: Got completion from peer")),
     ("socket_closed", C(r"Connection closed by remote peer")),

@@ -1,5 +1,5 @@
 """The prefixes of an NCCL log line: NCCL's own (host:pid:tid [dev] ... NCCL LEVEL) and the
-outer one a launcher or log shipper put in front of it (NCCL_LOG.md §1–2)."""
+outer one a launcher or log shipper put in front of it (nccl_logs.md §1–2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """PyTorch ProcessGroupNCCL (c10d) lines: watchdog timeouts, progress, flight-recorder
-notices, crash blocks and NCCL errors (NCCL_LOG.md §13)."""
+notices, crash blocks and NCCL errors (nccl_logs.md §13)."""
 
 from __future__ import annotations
 
