@@ -14,7 +14,11 @@ class ParseOptions:
     overrides (`"pid=rank"`, `"host:pid=rank"` or `"device:id=rank"`; see
     ingest/formats/nsys/ranks.py);
     `step_regex`: NVTX range names that mark training steps (one capture group: the step
-    number); `jobs`: processes that may decode one large file (0: automatic, 1: this one).
+    number); `jobs`: processes that may decode one large file (0: automatic, 1: this one);
+    `keep_going`: a format that reads in batches (NCCL Inspector) skips a bad batch, counts it
+    in the file's detail and goes on, instead of refusing the file;
+    `inspector_instances`: keep one NCCL Inspector row per operation and rank (off: only the
+    per-minute aggregates, for the largest jobs).
     """
 
     rank: int | None = None
@@ -23,3 +27,5 @@ class ParseOptions:
     rank_map: tuple[str, ...] = ()
     step_regex: str | None = None
     jobs: int = 0
+    keep_going: bool = False
+    inspector_instances: bool = True

@@ -307,6 +307,7 @@ def ingest(
     on_file: Callable[[Path, FileResult], None] | None = None,
     parse: Callable[[Path, ParseOptions], Parsed] | None = None,
     skippable: Collection[Path] = (),
+    finish: Callable[[duckdb.DuckDBPyConnection, int], None] | None = None,
 ) -> IngestSummary:
     """Parse `paths` and store them as run `run` (created if new) in one transaction.
 
@@ -316,7 +317,9 @@ def ingest(
     `on_file` is called after each file (for progress bars); `parse` replaces format
     detection (used by distributed ingest, which parses elsewhere). A file of `skippable` (those
     found by walking a directory) that is of no known format (UnknownFormat) is left out and
-    listed (`IngestSummary.unknown`), not an error."""
+    listed (`IngestSummary.unknown`), not an error. `finish(con, run_id)` runs last, inside the
+    transaction, when the run is about to land (the checks of a capture directory:
+    ingest/capture_manifest.py); what it raises rolls the ingest back."""
     opts = opts or ParseOptions()
     skip = set(skippable)
     summary = IngestSummary(run=run, run_id=None, committed=False)
@@ -374,6 +377,8 @@ def ingest(
         if not any(f.status == "ingested" for f in summary.files) and not _run_has_files(con, rid):
             con.execute("ROLLBACK")
             return summary
+        if finish is not None:
+            finish(con, rid)
         con.execute("COMMIT")
         summary.committed = True
     except BaseException:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import duckdb
 from tqdm import tqdm
 
 from commwall.cli.commands._output import add_db, add_wait, error, note, number, printable
-from commwall.ingest import discover, store
+from commwall.ingest import capture_manifest, discover, store
 from commwall.ingest.errors import IngestError, shown_name
 from commwall.ingest.options import ParseOptions
 
@@ -56,7 +57,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="refuse files that decompress to more than this (default 8 GB)",
     )
     p.add_argument(
-        "--keep-going", action="store_true", help="ingest the good files even if some fail"
+        "--keep-going",
+        action="store_true",
+        help="ingest the good files even if some fail (NCCL Inspector: skip a damaged batch, "
+        "count it and go on)",
+    )
+    p.add_argument(
+        "--inspector-aggregates-only",
+        action="store_true",
+        help="NCCL Inspector: keep only the per-minute aggregates, no row per operation and "
+        "rank (for the largest jobs; no per-instance straggler)",
     )
     p.add_argument(
         "--workers",
@@ -116,8 +126,12 @@ def run(args: argparse.Namespace) -> int:
     """Ingest; exit 0 when every file landed or was already there, 1 when some failed."""
     try:
         paths = discover.expand(args.paths)
+        capture = capture_manifest.find(args.paths)  # a `commwall capture` run directory
     except IngestError as e:
         return error(str(e))
+    if capture is not None:  # its manifest and per-rank records are checked, not parsed
+        own = capture.own_files()
+        paths = [p for p in paths if p.resolve() not in own]
     if not paths:
         return error("no files to ingest")
     if args.rank is not None and len(paths) > 1:
@@ -134,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         rank_map=tuple(args.rank_map),
         step_regex=args.step_range,
         jobs=args.jobs,
+        keep_going=args.keep_going,
+        inspector_instances=not args.inspector_aggregates_only,
     )
     total = sum(p.stat().st_size for p in paths)
     bar = tqdm(
@@ -158,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         for line in _counted(path, result):
             tqdm.write(printable(line), file=sys.stderr)
 
+    checked: list[str] = []  # the capture's summary, once checked
     try:
         con = store.connect(args.db, wait_s=args.wait, on_wait=note)
     except store.StoreError as e:
@@ -169,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
             summary = store.ingest(
                 con, name, paths, opts, args.notes, keep_going=args.keep_going, on_file=on_file,
                 skippable=set(paths) - discover.named(args.paths, paths),
+                finish=None if capture is None else partial(_check, capture, checked),
             )  # fmt: skip
     except (IngestError, OSError) as e:  # OSError: Dask scheduler unreachable
         bar.close()
@@ -193,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     for f in summary.files:
         for line in _counted(Path(f.path), f):
             note(line)
+    if checked:
+        note(f"run {name!r}: capture {checked[0]}")
     if not summary.committed:
         note(f"nothing was stored for run {name!r}")
     elif counts["ingested"] and not args.no_prepare:
@@ -221,6 +241,16 @@ def _prepare(db: str, name: str, quiet: bool, wait_s: float) -> None:
             s.run(name).keep()
     except Exception as e:  # noqa: BLE001  (the run landed; its report computes them instead)
         note(f"run {name!r}: analysis tables not prepared ({e}); its first report computes them")
+
+
+def _check(
+    capture: capture_manifest.Capture,
+    checked: list[str],
+    con: duckdb.DuckDBPyConnection,
+    rid: int,
+) -> None:
+    """Check a capture directory against the run about to land, and keep its summary."""
+    checked.append(capture_manifest.record(con, rid, capture))
 
 
 def _counted(path: Path, result: store.FileResult) -> list[str]:
