@@ -18,7 +18,8 @@ from commwall.dashboard.database import StoreBusy
 FAVICON = Path(__file__).with_name("favicon.svg")
 st.set_page_config(page_title="commwall", page_icon=str(FAVICON), layout="wide")
 pages = [st.Page(p, title=t, icon=i) for p, t, i in nav.PAGES.values()]
-page = st.navigation(pages)
+# expanded: every page listed (Streamlit folds a menu of more than 12 behind "View more")
+page = st.navigation(pages, expanded=True)
 st.sidebar.title("commwall")
 session.run_picker()
 try:

@@ -12,6 +12,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "model": ("views/model.py", "Model and what-if", ":material/tune:"),
     "nccl": ("views/nccl.py", "NCCL", ":material/hub:"),
     "hang": ("views/hang.py", "Hang", ":material/block:"),
+    "inspector": ("views/inspector.py", "Inspector", ":material/monitoring:"),
     "checklist": ("views/checklist.py", "Checklist", ":material/checklist:"),
     "compare": ("views/compare.py", "Compare runs", ":material/compare_arrows:"),
     "export": ("views/export.py", "Export", ":material/download:"),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commwall.ingest.errors import IngestError, UnknownFormat
-from commwall.ingest.formats import flight_recorder, kineto, nccl_log, nsys
+from commwall.ingest.formats import flight_recorder, inspector, kineto, nccl_log, nsys
 from commwall.ingest.options import ParseOptions
 from commwall.ingest.parsed import Parsed
 from commwall.ingest.sources import head
@@ -26,7 +26,7 @@ class Format:
 #: name), `sniff(path, head_bytes) -> bool` and `parse(path, opts) -> Parsed`. The NCCL log
 #: sniffer claims any text file, so it comes last.
 FORMATS: list[Format] = [
-    Format(m.FORMAT, m.sniff, m.parse) for m in (nsys, flight_recorder, kineto, nccl_log)
+    Format(m.FORMAT, m.sniff, m.parse) for m in (nsys, flight_recorder, inspector, kineto, nccl_log)
 ]
 
 
