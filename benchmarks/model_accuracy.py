@@ -23,9 +23,18 @@ the median error factor exp(median |log(predicted / measured)|), which does not 
 predicting low as the percentage error does. `floor` is the lowest median percentage error any
 prediction from the message size alone can reach on the rows, even fitted on them
 (analysis.model.heldout.size_only_floor): above the 10 % goal, no size-based model can meet it.
+Real fabrics (`--only fabrics`): every nccl-tests table in tests/data/nccl_tests and the p4d
+table after NCCL log 006, read through the normal ingest, one store per fabric group (the files
+of one cluster: the six A100 NVSwitch files, the 10-node H100 files with 1, 2 and 8 GPUs per node,
+the 1-node H100 files, each EFA file), scored by analysis.fabric.compare: the model without the
+size it predicts (leave one size out), calibrated on another op of the same fabric (cross-op),
+on another GPU count of the same nodes (cross-count), NCCL's model uncalibrated (where the
+topology is known: within one node) and the single α-β line; median and p90 of the absolute
+percentage error. `--write-docs` rewrites the marked accuracy block of docs/model.md with it.
 Usage:
 
-    python benchmarks/model_accuracy.py [--dirs DIR ...] [--format text|json]
+    python benchmarks/model_accuracy.py [--dirs DIR ...] [--only all|traces|fabrics]
+                                        [--format text|json] [--write-docs]
 """
 
 from __future__ import annotations
@@ -45,7 +54,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not benchmarks/, whose ingest.py would shadow the ingest package
 
-from commwall.analysis.db import open_db  # noqa: E402
+from commwall.analysis.db import load_modules, open_db, run_id  # noqa: E402
+from commwall.analysis.fabric.section import fabric_json  # noqa: E402
 from commwall.analysis.model.calibrate import regime_predictor, usable  # noqa: E402
 from commwall.analysis.model.hardware import intra_node_link  # noqa: E402
 from commwall.analysis.model.heldout import (  # noqa: E402
@@ -309,16 +319,145 @@ def goals(results: list[dict]) -> list[str]:
     return out
 
 
+#: The real nccl-tests tables and the NCCL log with one after it.
+FABRIC_DIR = ROOT / "tests" / "data" / "nccl_tests"
+FABRIC_LOG = "006_*.log.gz"
+#: Goals on real tables: leave-one-size-out median on tables of >= FABRIC_SIZES sizes, and the
+#: cross-op median.
+GOAL_HELDOUT, GOAL_CROSS, FABRIC_SIZES = 0.05, 0.15, 10
+DOCS = ROOT / "docs" / "model.md"
+BEGIN, END = "<!-- fabric-accuracy:begin -->", "<!-- fabric-accuracy:end -->"
+
+
+def fabric_groups() -> list[tuple[str, list[Path]]]:
+    """The real tables grouped per cluster (files of one group share a store: cross-op and
+    cross-count predictions stay inside a group)."""
+    groups: dict[str, list[Path]] = {}
+    for f in sorted(FABRIC_DIR.glob("*.log")):
+        key = f.name.split("_")[0] + ("_10node" if "10node" in f.name else "")
+        key = f.stem if key == "awsome" else key
+        groups.setdefault(key, []).append(f)
+    for f in sorted((ROOT / "tests" / "data" / "nccl").glob(FABRIC_LOG)):
+        groups[f.name.split(".log")[0]] = [f]
+    return sorted(groups.items())
+
+
+def hosts(files: list[Path]) -> int | None:
+    """Distinct hosts of the files' nccl-tests device lines (`#  Rank  8 ... on cnode3-003
+    device  0 ...`), which the store does not keep: the group's nodes (None without device
+    lines)."""
+    found: set[str] = set()
+    for f in files:
+        raw = f.read_bytes()
+        text = gzip.decompress(raw) if f.suffix == ".gz" else raw
+        for line in text.decode("utf-8", "replace").splitlines():
+            words = line.split("# ", 1)[-1].split()
+            if len(words) > 3 and words[0] == "Rank" and "on" in words and "device" in words:
+                found.add(words[words.index("on") + 1])
+    return len(found) or None
+
+
+def fabric_measure() -> list[dict]:
+    """Every real table's scores (`compare_table` without its rows)."""
+    out = []
+    for name, files in fabric_groups():
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "f.duckdb"
+            con = store.connect(db)
+            store.ingest(con, name, files)
+            load_modules(con)
+            report = fabric_json(con, run_id(con, name), hosts(files))
+            con.close()
+        for t in report["tables"]:
+            t.pop("rows")
+            out.append({"group": name} | t)
+    return out
+
+
+def fabric_render(results: list[dict]) -> str:
+    """The accuracy table of the real fabrics (markdown) and the goals."""
+    head = (
+        "| table | op | ranks | nodes | sizes | held out (one size) | cross-op (from) "
+        "| cross-count (from) | NCCL uncalibrated | single α-β line |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for r in results:
+        name = r["file"].rsplit("/", 1)[-1] + (f" #{r['table_no']}" if r["table_no"] > 1 else "")
+        cross = _mp(r, "cross_op") + (
+            f" ({r['cross_op_reference']})" if r["cross_op_reference"] else ""
+        )
+        count = _mp(r, "cross_count") + (
+            f" ({r['cross_count_reference_ranks']} ranks)"
+            if r["cross_count_reference_ranks"]
+            else ""
+        )
+        lines.append(
+            f"| {name} | {r['op']} | {r['n_ranks']} | {r['n_nodes'] or '?'} | {r['sizes']} "
+            f"| {_mp(r, 'heldout')} | {cross} | {count} | {_mp(r, 'nccl_model')} "
+            f"| {_mp(r, 'line')} |"
+        )
+    return "\n".join(lines) + "\n\n" + "\n".join(fabric_goals(results)) + "\n"
+
+
+def _mp(r: dict, key: str) -> str:
+    m, p = r[f"{key}_median_ape"], r[f"{key}_p90_ape"]
+    return "n/a" if m is None else f"{m * 100:.1f} / {p * 100:.1f}"
+
+
+def fabric_goals(results: list[dict]) -> list[str]:
+    """The goals on the real tables, met or not, with the tables that miss them."""
+    big = [r for r in results if r["sizes"] >= FABRIC_SIZES]
+    held_miss = [r for r in big if (r["heldout_median_ape"] or 0) > GOAL_HELDOUT]
+    cross = [r for r in results if r["cross_op_median_ape"] is not None]
+    cross_miss = [r for r in cross if r["cross_op_median_ape"] > GOAL_CROSS]
+    all_cross = np.median([r["cross_op_median_ape"] for r in cross]) if cross else None
+
+    def names(rs: list[dict]) -> str:
+        return ", ".join(f"{r['file'].rsplit('/', 1)[-1]} {r['op']}" for r in rs) or "none"
+
+    return [
+        f"- leave one size out, median ≤ {GOAL_HELDOUT * 100:.0f} % on every table of "
+        f"≥ {FABRIC_SIZES} sizes: {'met' if not held_miss else 'not met'} "
+        f"({len(big) - len(held_miss)} of {len(big)}; missed: {names(held_miss)})",
+        f"- cross-op median ≤ {GOAL_CROSS * 100:.0f} %: {len(cross) - len(cross_miss)} of "
+        f"{len(cross)} tables (median of the tables' medians "
+        f"{'n/a' if all_cross is None else f'{all_cross * 100:.1f} %'}); missed: "
+        f"{names(cross_miss)}",
+    ]
+
+
+def write_docs(text: str) -> None:
+    """Replace the block between BEGIN and END in docs/model.md with `text`."""
+    doc = DOCS.read_text()
+    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
+    DOCS.write_text(doc[:start] + "\n" + text + doc[end:])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dirs", nargs="*", type=Path, help="trace sets (default: the repository's)")
+    ap.add_argument("--only", choices=("all", "traces", "fabrics"), default="all")
     ap.add_argument("--format", choices=("text", "json"), default="text")
+    ap.add_argument("--write-docs", action="store_true", help="rewrite docs/model.md's block")
     args = ap.parse_args()
-    dirs = args.dirs or [
-        d for base in SEARCH if base.is_dir() for d in sorted(base.iterdir()) if d.is_dir()
-    ]
-    results = [r for d in dirs for name, files in trace_sets(d) for r in measure(name, files)]
-    print(json.dumps(results, indent=1) if args.format == "json" else render(results))
+    results: list[dict] = []
+    if args.only != "fabrics":
+        dirs = args.dirs or [
+            d for base in SEARCH if base.is_dir() for d in sorted(base.iterdir()) if d.is_dir()
+        ]
+        results = [r for d in dirs for name, files in trace_sets(d) for r in measure(name, files)]
+    fabrics = fabric_measure() if args.only != "traces" else []
+    if args.format == "json":
+        print(json.dumps({"traces": results, "fabrics": fabrics}, indent=1))
+        return
+    if results:
+        print(render(results))
+    if fabrics:
+        text = fabric_render(fabrics)
+        print(text)
+        if args.write_docs:
+            write_docs(text)
 
 
 if __name__ == "__main__":

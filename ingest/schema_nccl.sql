@@ -5,7 +5,7 @@
 -- a process and every other table refers to it that way. `line_no` is the 1-based physical
 -- line of the file a row comes from (file order = the order NCCL wrote, per process).
 -- NCCL lines carry no usable time (only WARN lines of NCCL >= 2.26 do): join them to traces
--- by (host, pid), communicator and order, never by time. Enum values follow NCCL_LOG.md.
+-- by (host, pid), communicator and order, never by time. Enum values follow nccl_logs.md.
 
 -- One row per log file: how many lines it had and what became of them.
 -- lines_total       physical lines.
@@ -23,7 +23,7 @@
 -- versions          distinct NCCL versions printed anywhere in the file ('2.18.3'), also
 --                   those no process could be credited with.
 -- shape_version     the lowest NCCL version consistent with the line shapes seen
---                   (NCCL_LOG.md §17; '2.18' = 2.18.0), NULL when no shape tells.
+--                   (nccl_logs.md §17; '2.18' = 2.18.0), NULL when no shape tells.
 CREATE TABLE IF NOT EXISTS nccl_files (
     run_id           INTEGER NOT NULL,
     file_id          INTEGER NOT NULL,
@@ -402,6 +402,7 @@ CREATE TABLE IF NOT EXISTS nccl_unknown (
 -- test            the test's name without `_perf` (all_reduce, all_gather, ...), from its banner
 --                 or command line; NULL when the log does not say.
 -- n_ranks, gpu    ranks listed under `# Using devices` before the table, and the first one's GPU.
+-- n_nodes         distinct hosts named after `on` in those device lines (NULL: no device line).
 -- size_bytes, count, dtype, redop, root   the row's head, as printed (redop and root NULL in
 --                 tables without those columns).
 -- check_kind      what the last column of each half holds: `wrong` (a count of wrong values)
@@ -432,5 +433,8 @@ CREATE TABLE IF NOT EXISTS nccl_test_results (
     ip_busbw_gbs  DOUBLE,
     ip_wrong      DOUBLE,
     wrong_values  BIGINT,
-    avg_busbw     DOUBLE
+    avg_busbw     DOUBLE,
+    n_nodes       INTEGER
 );
+-- Stores made before the column `n_nodes` get it here.
+ALTER TABLE nccl_test_results ADD COLUMN IF NOT EXISTS n_nodes INTEGER;

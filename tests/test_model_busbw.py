@@ -1,4 +1,4 @@
-"""nccl-tests bus-bandwidth conventions (MODEL.md §4)."""
+"""nccl-tests bus-bandwidth conventions (cost_model.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""α-β collective costs: the MODEL.md §8 validation figures, closed forms and properties."""
+"""α-β collective costs: the cost_model.md §8 validation figures, closed forms and properties."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_tree_bandwidth_term_is_2m_over_b():
 
 @pytest.mark.parametrize(("alpha_us", "ms"), [(5, 490.07), (14, 490.196), (20, 490.28)])
 def test_ring_latency_variants(alpha_us, ms):
-    # T = 2(n−1)·α + 1.75·M/B (MODEL.md §8 variants)
+    # T = 2(n−1)·α + 1.75·M/B (cost_model.md §8 variants)
     c = collective_cost("allreduce", "ring", M_7B_BF16, flat(alpha=alpha_us * 1e-6))
     assert c.total_s * 1e3 == pytest.approx(ms, abs=1e-3)
     assert c.latency_s == pytest.approx(14 * alpha_us * 1e-6)
@@ -94,7 +94,7 @@ def test_one_nic_per_node_is_g_times_slower_across_nodes():
 
 
 def test_flat_ring_over_nodes_uses_all_nics():
-    # ring busbw with one NIC per GPU = min(NVLink, nNICs × NIC) (MODEL.md §5)
+    # ring busbw with one NIC per GPU = min(NVLink, nNICs × NIC) (cost_model.md §5)
     c = collective_cost("allreduce", "ring", 1e9, two_level())
     assert c.bandwidth_s == pytest.approx(2 * 63 / 64 * 1e9 / 400e9)
     # NCCL's step count: 2(N−1) inter-node steps, the rest over NVLink
@@ -158,7 +158,7 @@ def test_ddp_buckets():
 
 
 def test_latency_is_paid_per_bucket():
-    # α = 5 µs: 535 buckets × 14 steps × 5 µs = 37.45 ms on top of the 490 ms (MODEL.md §8)
+    # α = 5 µs: 535 buckets × 14 steps × 5 µs = 37.45 ms on top of the 490 ms (cost_model.md §8)
     c = step_cost("allreduce", "ring", M_7B_BF16, DDP_BUCKET_BYTES, flat(alpha=5e-6))
     assert c.latency_s * 1e3 == pytest.approx(535 * 14 * 5e-3)
     assert c.bandwidth_s * 1e3 == pytest.approx(490.0)

@@ -1,4 +1,4 @@
-"""The robust α-β fit recovers the α and β synthetic data was made with (MODEL.md §6)."""
+"""The robust α-β fit recovers the α and β synthetic data was made with (cost_model.md §6)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_exact_data_is_recovered_exactly():
 
 
 def test_noise_and_stragglers():
-    # MODEL.md §6.6: 3 % noise; plus 10 % of rows delayed 1.5–4× (congestion, stragglers)
+    # cost_model.md §6.6: 3 % noise; plus 10 % of rows delayed 1.5–4× (congestion, stragglers)
     rng = np.random.default_rng(7)
     t = ring_times(SIZES) * np.exp(rng.normal(0, 0.03, SIZES.size))
     hit = rng.random(SIZES.size) < 0.10

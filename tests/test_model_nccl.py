@@ -1,4 +1,4 @@
-"""NCCL's own model reproduces the worked example of MODEL.md §3 (NCCL 2.30, 8 nodes × 1 H100,
+"""NCCL's own model reproduces the worked example of cost_model.md §3 (NCCL 2.30, 8 nodes × 1 H100,
 one 400 Gb/s NIC per node, Intel host, nChannels·bwInter = 48 GB/s, latencyInter 0)."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from commwall.analysis.model.nccl_tuning import (
     nccl_predict,
     nccl_time,
     nccl_topo,
+    nvls_speedup,
     tuning_table,
+    with_nvls,
 )
 
 EXAMPLE = NcclTopo(n_ranks=8, n_nodes=8, bw_intra_GBps=24.0, bw_inter_GBps=24.0, n_channels=2)
@@ -52,7 +54,7 @@ def test_7b_ring_simple_parts():
 
 
 def test_ddp_buckets_cost_626_ms():
-    # 534 full 25 MiB buckets by Ring/LL128 at 1.172 ms each (MODEL.md §8), plus the remainder
+    # 534 full 25 MiB buckets by Ring/LL128 at 1.172 ms each (cost_model.md §8), plus the remainder
     choices = nccl_step("allreduce", 14e9, DDP_BUCKET_BYTES, EXAMPLE)
     size, count, choice = choices[0]
     assert (size, count, choice.algorithm, choice.protocol) == (
@@ -121,3 +123,65 @@ def test_more_bandwidth_is_never_slower(nbytes, factor):
     slow = nccl_predict("allreduce", nbytes, EXAMPLE)[0].time_s
     fast_topo = NcclTopo(8, 8, 24.0 * factor, 24.0 * factor, n_channels=2)
     assert nccl_predict("allreduce", nbytes, fast_topo)[0].time_s <= slow * (1 + 1e-12)
+
+
+# NVLS (NVLink SHARP) on one NVSwitch node: NCCL's search (src/graph/search.cc) and model
+# (src/tuning/nvls.cc), worked by hand. 8 × H100 SXM: NCCL counts 18 NVLinks × 20.6 GB/s =
+# 370.8 GB/s per GPU; the NVLS graph has one channel per GPU (8); each GPU's link carries its own
+# channel twice (as head) and every other channel once, 9 × bw <= 370.8: 50 GB/s fails (450),
+# 40 fits (360); the second pass raises bwInter 40 → 50 → 60 (the top rung) while below 2 × 40.
+HGX_H100 = Topology(8, Link(50e9), 8, nvlink=Link(450e9))
+
+
+def test_nvls_graph_of_an_8_gpu_h100_node():
+    t = with_nvls(nccl_topo(HGX_H100))
+    assert (t.nvls_channels, t.nvls_bw_intra_GBps, t.nvls_bw_inter_GBps) == (8, 40.0, 60.0)
+
+
+def test_nvls_all_reduce_bandwidth_meets_the_real_node():
+    # per channel min(40 × 0.85 (nvlsEfficiency, Hopper) × 7/8 × 2 (all-reduce), 60) = 59.5,
+    # × 8 channels = 476 GB/s bus bandwidth; algorithm bandwidth × 8/14 = 272 GB/s
+    t = with_nvls(nccl_topo(HGX_H100))
+    best = nccl_predict("allreduce", 2**34, t)[0]
+    assert (best.algorithm, best.protocol) == ("NVLS", "Simple")
+    bus = best.algbw_GBps * 14 / 8
+    assert bus == pytest.approx(40 * 0.85 * 7 / 8 * 2 * 8) and bus == pytest.approx(476)
+    assert best.latency_us == pytest.approx(25.0)  # hwLat[NVLink][NVLS][Simple], baseLat 0
+    # tests/data/nccl_tests/xxrjun_h100x8_1node_cnode3-002.log line 29, the all-reduce at
+    # 16 GiB on that node: `17179869184 2147483648 double sum -1 62340.7 275.58 482.27`: 482 GB/s
+    # bus bandwidth, above the 370.8 GB/s a ring can reach; NCCL's NVLS figure is within 2 %
+    assert bus == pytest.approx(482.27, rel=0.02)
+    assert best.time_s * 1e6 == pytest.approx(25 + 2**34 / (1000 * 272.0))
+    assert best.time_s * 1e6 == pytest.approx(62340.7, rel=0.02)
+
+
+def test_nvls_not_chosen_where_rings_are_faster():
+    t = with_nvls(nccl_topo(HGX_H100))
+    # all-gather: per channel 40 × 0.85 × 7/8 × 7/8 (ppn−1)/ppn = 26.03, × 8 = 208 GB/s bus,
+    # below the ring's 370.8: the ring runs it, and the speedup is 1
+    assert nccl_predict("allgather", 2**30, t)[0].algorithm == "Ring"
+    assert nvls_speedup("allgather", 2**30, t) == 1.0
+    # 4 GPUs: 4 channels at 60 GB/s (5 × 60 = 300 <= 370.8), all-reduce bus bandwidth
+    # 4 × min(60 × 0.85 × 3/4 × 2, 60) = 240 < 370.8: Ring. The 4-GPU file's line 25,
+    # `17179869184 2147483648 double sum -1 70128.7 244.98 367.46`, is a ring's 367 GB/s
+    t4 = with_nvls(nccl_topo(Topology(4, Link(50e9), 4, nvlink=Link(450e9))))
+    assert (t4.nvls_channels, t4.nvls_bw_intra_GBps) == (4, 60.0)
+    assert nccl_predict("allreduce", 2**34, t4)[0].algorithm == "Ring"
+
+
+def test_nvls_speedup_by_hand():
+    # 512 MiB all-reduce on 8 × H100: Ring/Simple 8.4 + 14 × 3.4 µs + S / (370.8 × 8/14 GB/s);
+    # NVLS 25 µs + S / 272 GB/s
+    s = 536870912
+    ring = 8.4 + 14 * 3.4 + s / (1000 * 370.8 * 8 / 14)
+    nvls = 25 + s / (1000 * 272.0)
+    t = with_nvls(nccl_topo(HGX_H100))
+    assert nvls_speedup("allreduce", s, t) == pytest.approx(ring / nvls, rel=1e-3)
+
+
+def test_nvls_only_on_hopper_and_later_inside_one_node_of_more_than_two():
+    a100 = nccl_topo(Topology(8, Link(50e9), 8, nvlink=Link(300e9)), arch="ampere")
+    assert with_nvls(a100) == a100
+    pair = nccl_topo(Topology(2, Link(50e9), 2, nvlink=Link(450e9)))
+    assert with_nvls(pair) == pair
+    assert with_nvls(EXAMPLE) == EXAMPLE  # 8 nodes

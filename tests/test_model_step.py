@@ -1,4 +1,4 @@
-"""Step model, verdict and the overhead inversion (MODEL.md §7–8)."""
+"""Step model, verdict and the overhead inversion (cost_model.md §7–8)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from commwall.analysis.model.step import (
 
 
 def test_calculator_scenario_without_overlap():
-    # 7B bf16, 8 GPUs at 400 Gb/s, ring 490 ms, compute 3.5 ms, η = 0 (MODEL.md §8)
+    # 7B bf16, 8 GPUs at 400 Gb/s, ring 490 ms, compute 3.5 ms, η = 0 (cost_model.md §8)
     m = step_model(3.5e-3, 0.490, eta=0.0)
     assert m.step_s * 1e3 == pytest.approx(493.5)
     assert round(100 * m.comm_overhead, 2) == 99.29

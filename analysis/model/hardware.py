@@ -33,13 +33,14 @@ NVLINK4 = LinkSpec("NVLink4", 450e9, 370e9)
 #: generation (V100 SXM2 6 × 25, A100 SXM 12 × 25, H100/H200 SXM 18 × 25, B200 18 × 50 GB/s).
 #: PCIe x16 after encoding overhead (Gen3 8 GT/s → 15.75 GB/s, doubling per generation). NICs:
 #: the signalling rate ÷ 8 (InfiniBand HDR 200 Gb/s, NDR 400, XDR 800; Ethernet/RoCE 100 to
-#: 800 Gb/s). Achievable ring busbw only where nccl-tests figures were published (NVLink4
+#: 800 Gb/s). Achievable ring busbw only where nccl-tests figures were published (NVLink3
+#: ~230: 8 × A100 SXM over NVSwitch, e.g. 235 GB/s at 8 GiB in tests/data/nccl_tests; NVLink4
 #: ~370, NDR ~47, HDR ~24 GB/s per NIC).
 LINKS: dict[str, LinkSpec] = {
     s.name: s
     for s in (
         LinkSpec("NVLink2", 150e9, None),
-        LinkSpec("NVLink3", 300e9, None),
+        LinkSpec("NVLink3", 300e9, 230e9),
         NVLINK4,
         LinkSpec("NVLink5", 900e9, None),
         LinkSpec("PCIe Gen3 x16", 15.75e9, None),

@@ -1,15 +1,16 @@
 """NCCL's own cost model (`src/graph/tuning.cc`, `src/enqueue.cc`, NCCL 2.30.7-1; docs/model.md).
 
 For every enabled (algorithm, protocol) NCCL predicts `time[µs] = lat + nBytes / (1000·algBw)`
-and runs the argmin. Modelled here: Ring, Tree and PAT with the LL, LL128 and Simple protocols.
-NVLS and CollNet are not: their bandwidths come from NCCL's topology search, which this module
-does not replicate (the α-β `nvls` and `sharp` algorithms cover them). Latencies are µs,
-bandwidths GB/s (decimal) per channel, as in NCCL.
+and runs the argmin. Modelled here: Ring, Tree and PAT with the LL, LL128 and Simple protocols,
+and NVLS (NVLink SHARP, `src/tuning/nvls.cc`) inside one NVSwitch node, with the channels and
+bandwidths of NCCL's NVLS search (`src/graph/search.cc`, see `with_nvls`). NVLS Tree and CollNet
+are not (across nodes their bandwidths need the NICs' SHARP support; the α-β `nvls` and `sharp`
+algorithms cover them). Latencies are µs, bandwidths GB/s (decimal) per channel, as in NCCL.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commwall.analysis.model.collectives import Topology
 
@@ -19,10 +20,20 @@ ARCHS = ("volta", "ampere", "hopper", "blackwell")
 _CC = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
 
 #: baseLat[algorithm] = (LL, LL128, Simple), µs.
-BASE_LAT = {"Tree": (6.8, 14.0, 8.4), "Ring": (6.6, 14.0, 8.4), "PAT": (8.0, 8.0, 8.0)}
+BASE_LAT = {
+    "Tree": (6.8, 14.0, 8.4),
+    "Ring": (6.6, 14.0, 8.4),
+    "PAT": (8.0, 8.0, 8.0),
+    "NVLS": (0.0, 0.0, 0.0),
+}
 #: hwLat[hardware][algorithm] = (LL, LL128, Simple), µs.
 HW_LAT = {
-    "nvlink": {"Tree": (0.6, 1.25, 4.0), "Ring": (0.6, 1.9, 3.4), "PAT": (0.0, 0.0, 4.0)},
+    "nvlink": {
+        "Tree": (0.6, 1.25, 4.0),
+        "Ring": (0.6, 1.9, 3.4),
+        "PAT": (0.0, 0.0, 4.0),
+        "NVLS": (0.0, 0.0, 25.0),
+    },
     "pci": {"Tree": (1.0, 1.9, 4.0), "Ring": (1.0, 2.5, 5.7), "PAT": (0.0, 0.0, 4.0)},
     "net": {"Tree": (5.0, 8.5, 14.0), "Ring": (2.7, 4.0, 14.0), "PAT": (0.0, 0.0, 14.0)},
 }
@@ -66,6 +77,15 @@ NVLINK_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
 NVLINK_LINE_PER_LINK = {"volta": 25.0, "ampere": 25.0, "hopper": 25.0, "blackwell": 50.0}
 #: sm90 inter-node speed ladder of the topology search (`search.cc`), GB/s per channel.
 INTER_LADDER = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0)
+#: Intra-node speed ladders of the search (`sm90SpeedArrayIntra`, `sm100SpeedArrayIntra`), GB/s.
+INTRA_LADDER = {
+    "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+}
+#: `nvlsEfficiency` per architecture (`src/tuning/nvls.cc`; 0: no NVLS before Hopper).
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
+#: `NCCL_MAX_NVLS_ARITY`: NVLS channels (heads) at most.
+NVLS_MAX_ARITY = 32
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,10 @@ class NcclTopo:
     latency_inter_us: float = 0.0
     plain_tree_pattern: bool = False
     protocols: tuple[str, ...] = PROTOCOLS
+    #: NCCL's NVLS graph: channels (0: NVLS off) and its per-channel bwIntra / bwInter, GB/s.
+    nvls_channels: int = 0
+    nvls_bw_intra_GBps: float = 0.0
+    nvls_bw_inter_GBps: float = 0.0
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS or self.cpu not in NET_OVERHEAD_US:
@@ -118,18 +142,43 @@ def _applies(op: str, algo: str, proto: str, t: NcclTopo) -> bool:
     if proto not in t.protocols:
         return False
     if algo == "Ring":
-        return op in ("allreduce", "allgather", "reduce_scatter")
+        return op in ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
     if algo == "Tree":
         return op == "allreduce"
+    if algo == "NVLS":
+        return (
+            op in ("allreduce", "allgather", "reduce_scatter")
+            and proto == "Simple"
+            and t.nvls_channels >= 2
+            and t.n_nodes == 1
+            and NVLS_EFFICIENCY[t.arch] > 0
+        )
     return op in ("allgather", "reduce_scatter") and proto == "Simple" and t.ppn == 1
 
 
 def _nsteps(op: str, n: int) -> int:
+    """NCCL's ring steps: all-reduce 2(n−1); reduce-scatter, all-gather n−1; broadcast and
+    reduce (a pipelined chain) n."""
+    if op in ("broadcast", "reduce"):
+        return n
     return 2 * (n - 1) if op == "allreduce" else n - 1
+
+
+def _nvls_bus_bw(op: str, t: NcclTopo) -> float:
+    """NVLS bus bandwidth, GB/s (`ncclTuningNvlsModelInit`): per channel bwIntra ×
+    nvlsEfficiency × (nCh−1)/nCh, ×2 for all-reduce (the switch reduces: each byte crosses a
+    GPU's link once each way), ×(ppn−1)/ppn for all-gather and reduce-scatter; capped by
+    bwInter; × nCh."""
+    nch = t.nvls_channels
+    intra = t.nvls_bw_intra_GBps * NVLS_EFFICIENCY[t.arch] * (nch - 1) / nch
+    intra *= 2.0 if op == "allreduce" else (t.ppn - 1) / t.ppn
+    return min(intra, t.nvls_bw_inter_GBps) * nch
 
 
 def _bus_bw(op: str, algo: str, proto: str, t: NcclTopo) -> float:
     """Bus bandwidth of (algo, proto), GB/s: nChannels × per-channel bandwidth, refined."""
+    if algo == "NVLS":
+        return _nvls_bus_bw(op, t)
     nodes, nch, i = t.n_nodes, t.n_channels, min(t.n_nodes - 1, 2)
     ll_row = t.arch if nodes == 1 else ("ampere" if t.cpu == "amd" else "volta")
     ll_max = LL_MAX_BWS[ll_row][i]
@@ -155,6 +204,8 @@ def _bus_bw(op: str, algo: str, proto: str, t: NcclTopo) -> float:
 def _latency(op: str, algo: str, proto: str, t: NcclTopo) -> float:
     """Latency of (algo, proto), µs: base + per-step hardware latencies."""
     k, nodes = PROTOCOLS.index(proto), t.n_nodes
+    if algo == "NVLS":  # one node: hwLat[NVLink][NVLS] alone (baseLat 0)
+        return BASE_LAT[algo][k] + HW_LAT["nvlink"][algo][k]
     intra = HW_LAT[t.intra_hw][algo][k]
     inter = HW_LAT["net"]["Tree" if t.ppn == 1 else algo][k] + t.latency_inter_us
     if proto == "Simple":
@@ -173,11 +224,12 @@ def _latency(op: str, algo: str, proto: str, t: NcclTopo) -> float:
 def tuning_table(op: str, t: NcclTopo) -> dict[tuple[str, str], tuple[float, float]]:
     """NCCL's table for `op` (`ncclTopoTuneModel`): (algorithm, protocol) → (latency µs,
     algorithm bandwidth GB/s), before the per-size corrections of `nccl_time`. Bus to
-    algorithm bandwidth: Ring n/nsteps, Tree 1/2, PAT 1."""
-    ratio = {"Ring": t.n_ranks / _nsteps(op, t.n_ranks), "Tree": 0.5, "PAT": 1.0}
+    algorithm bandwidth: Ring and NVLS n/nsteps, Tree 1/2, PAT 1."""
+    ring = t.n_ranks / _nsteps(op, t.n_ranks)
+    ratio = {"Ring": ring, "NVLS": ring, "Tree": 0.5, "PAT": 1.0}
     return {
         (a, p): (_latency(op, a, p, t), _bus_bw(op, a, p, t) * ratio[a])
-        for a in ("Tree", "Ring", "PAT")
+        for a in ("Tree", "Ring", "PAT", "NVLS")
         for p in PROTOCOLS
         if _applies(op, a, p, t)
     }
@@ -212,6 +264,43 @@ def nccl_predict(op: str, nbytes: int, t: NcclTopo, fp8: bool = False) -> list[N
     table = tuning_table(op, t)
     choices = [nccl_time(op, a, p, nbytes, t, fp8) for a, p in table]
     return sorted((c for c in choices if c is not None), key=lambda c: c.time_s)
+
+
+def nvls_speedup(op: str, nbytes: int, t: NcclTopo) -> float:
+    """How much faster NCCL's choice runs `op` of `nbytes` than its best choice without NVLS
+    (1.0 where NVLS is off or not chosen): the factor by which NVLink SHARP beats the bytes a
+    ring or tree puts on the links."""
+    choices = nccl_predict(op, nbytes, t)
+    plain = next((c for c in choices if c.algorithm != "NVLS"), None)
+    if not choices or plain is None or choices[0].algorithm != "NVLS":
+        return 1.0
+    return plain.time_s / choices[0].time_s
+
+
+def with_nvls(t: NcclTopo) -> NcclTopo:
+    """`t` with the NVLS graph NCCL's search finds inside one NVSwitch node of Hopper or later
+    GPUs (`search.cc`; NCCL enables NVLS with more than 2 GPUs, `NCCL_NVLS_ENABLE` default):
+    one channel per GPU (heads, at most NCCL_MAX_NVLS_ARITY); bwIntra the fastest rung of the
+    intra-node ladder at which every GPU's NVLink carries its channels (twice as head of its
+    own, once for each other: (nCh+1)·bw <= NVLink) with nCh·bw within the NVLink × n/(n−1)
+    the search allows; bwInter raised rung by rung while below 2 × bwIntra (the search's
+    second pass). `t` unchanged across nodes, before Hopper, or with 2 GPUs or fewer."""
+    ladder = INTRA_LADDER.get(t.arch)
+    if t.n_nodes != 1 or t.n_ranks <= 2 or ladder is None or not NVLS_EFFICIENCY[t.arch]:
+        return t
+    nvlink = t.n_channels * t.bw_intra_GBps
+    nch = min(NVLS_MAX_ARITY, t.n_ranks)
+    total = nvlink * t.n_ranks / (t.n_ranks - 1)
+    fits = [s for s in ladder if s <= nvlink and s * nch <= total and (nch + 1) * s <= nvlink]
+    if not fits:
+        return t
+    intra = fits[0]
+    k = ladder.index(intra)
+    inter = intra
+    while k > 0 and inter < 2 * intra:
+        k -= 1
+        inter = ladder[k]
+    return replace(t, nvls_channels=nch, nvls_bw_intra_GBps=intra, nvls_bw_inter_GBps=inter)
 
 
 def _ladder(bw_GBps: float) -> float:

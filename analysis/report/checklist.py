@@ -28,6 +28,7 @@ from commwall.analysis.report.checklist_base import (
 )
 from commwall.analysis.report.checklist_network import (
     busbw,
+    fabric_baseline,
     gdr,
     mtu,
     nccl_tests,
@@ -39,7 +40,7 @@ from commwall.analysis.steps.verdict import EXPOSED_SHARE_LIMIT, not_the_network
 
 #: Items about NCCL or GPUs, and items about the network between hosts.
 NCCL_GPU_ITEMS = ("nic_firmware", "hbm_errors", "socket_transport", "gdr", "nccl_versions",
-                  "nccl_tests", "nccl_warnings")  # fmt: skip
+                  "nccl_tests", "fabric_baseline", "nccl_warnings")  # fmt: skip
 NETWORK_ITEMS = ("mtu", "fat_tree")
 
 
@@ -318,6 +319,7 @@ ITEMS: list[Callable[..., Item]] = [
     nccl_versions,
     busbw,
     nccl_tests,
+    fabric_baseline,
     exposed_comm,
     nccl_warnings,
 ]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from commwall.analysis import units
+from commwall.analysis.fabric.baseline import fabric_check
 from commwall.analysis.nccl.section import gdr_off_matters
 from commwall.analysis.nccl.tests_tables import test_name
 from commwall.analysis.report.checklist_base import (
@@ -318,6 +319,33 @@ def nccl_tests(report: Mapping[str, Any]) -> Item:
         OK,
         f"{len(checked)} nccl-tests table(s) checked their results: no value out of bounds.",
     )
+
+
+def fabric_baseline(report: Mapping[str, Any]) -> Item:
+    """The run's collectives against nccl-tests on the same fabric at the same sizes (the
+    report's `fabric` section, analysis/fabric/baseline.py)."""
+    title, page = "Collectives as fast as nccl-tests on the same fabric", "model"
+    check = fabric_check(dict(report))
+    if check is None:
+        section = report.get("fabric")
+        reason = section.get("reason") if isinstance(section, dict) else None
+        return _item(
+            "fabric_baseline",
+            title,
+            page,
+            NOT_OBSERVABLE,
+            f"Nothing to compare the run's collectives with: {reason or 'no fabric section'}.",
+            "Run nccl-tests (`all_reduce_perf -b 8 -e 8G -f 2`, and the ops the job uses) on "
+            "the same nodes and ingest its output into the run with the traces.",
+        )
+    action = (
+        "The fabric is not the limit: look at what shares the GPUs with the transfer (compute "
+        "kernels overlapping it, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, process placement "
+        "across NUMA nodes and NICs) on the NCCL and Timeline pages."
+    )
+    if check["status"] == OK:
+        return _item("fabric_baseline", title, page, OK, check["evidence"])
+    return _item("fabric_baseline", title, page, ATTENTION, check["evidence"], action)
 
 
 def nccl_warnings(report: Mapping[str, Any]) -> Item:

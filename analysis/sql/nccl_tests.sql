@@ -94,3 +94,59 @@ SELECT file_id, table_no, line_no, test,
     peak_bytes, largest_busbw_gbs, smallest_time_us, avg_busbw, wrong_values, wrong_rows
 FROM named
 ORDER BY file_id, table_no;
+
+-- nccl_test_points(rid): the figures of every nccl-tests table of run `rid` that a model
+-- calibrates on, one row per (table, row with a positive size and a time).
+--   rid       run_id.
+--   returns   file_id, table_no, line_no, size_bytes,
+--             time_us      the out-of-place time (µs; the in-place one where the out-of-place
+--                          is missing): the figure nccl-tests' bandwidths are computed from,
+--             algbw_gbs, busbw_gbs  the same run's bandwidths (GB/s),
+--             ip_time_us, ip_busbw_gbs  the in-place figures.
+-- Algorithm: nccl_test_results of the run, rows of size 0 (calls that move nothing) and rows
+-- without a time left out.
+CREATE OR REPLACE TEMP MACRO nccl_test_points(rid) AS TABLE
+SELECT file_id, table_no, line_no, size_bytes,
+    coalesce(oop_time_us, ip_time_us) AS time_us,
+    CASE WHEN oop_time_us IS NOT NULL THEN oop_algbw_gbs ELSE ip_algbw_gbs END AS algbw_gbs,
+    CASE WHEN oop_time_us IS NOT NULL THEN oop_busbw_gbs ELSE ip_busbw_gbs END AS busbw_gbs,
+    ip_time_us, ip_busbw_gbs
+FROM nccl_test_results
+WHERE run_id = rid AND size_bytes > 0 AND coalesce(oop_time_us, ip_time_us) > 0
+ORDER BY file_id, table_no, size_bytes, line_no;
+
+-- nccl_test_fabrics(rid): each nccl-tests table of run `rid` (nccl_test_tables) with the
+-- fabric it ran on as far as the store tells.
+--   rid       run_id.
+--   returns   file_id, table_no, line_no, op, op_basis, gpu, sizes, path (the file's),
+--             n_ranks      the ranks of its device lines; without them, from its bus ÷
+--                          algorithm bandwidth ratio r where the op fixes the factor:
+--                          all-reduce 2(n−1)/n → n = 2/(2−r), reduce-scatter, all-gather,
+--                          all-to-all (n−1)/n → n = 1/(1−r) (r rounded to the nearest rank
+--                          count; NULL when r is missing or ≥ the factor's limit),
+--             ranks_basis  'device lines' | 'bandwidth ratio' | NULL,
+--             n_nodes      the nodes NCCL's communicator lines in the same file report
+--                          (`nNodes`; NULL when the file has none).
+-- Algorithm: nccl_test_tables joined to the file's path and to the largest nNodes of the
+-- file's communicators.
+CREATE OR REPLACE TEMP MACRO nccl_test_fabrics(rid) AS TABLE
+WITH t AS (SELECT * FROM nccl_test_tables(rid)),
+nodes AS (
+    SELECT file_id, max(n_nodes) AS n_nodes FROM nccl_communicators
+    WHERE run_id = rid AND n_nodes > 0 GROUP BY file_id
+)
+SELECT t.file_id, t.table_no, t.line_no, t.op, t.op_basis, t.gpu, t.sizes, f.path,
+    coalesce(t.n_ranks, CASE
+        WHEN t.op = 'allreduce' AND t.bw_ratio BETWEEN 1.0 AND 1.995
+            THEN round(2.0 / (2.0 - t.bw_ratio))::INTEGER
+        WHEN t.op IN ('reduce_scatter', 'allgather', 'alltoall') AND t.bw_ratio BETWEEN 0.5 AND 0.995
+            THEN round(1.0 / (1.0 - t.bw_ratio))::INTEGER
+    END) AS n_ranks,
+    CASE WHEN t.n_ranks IS NOT NULL THEN 'device lines'
+         WHEN t.op IN ('allreduce', 'reduce_scatter', 'allgather', 'alltoall')
+              AND t.bw_ratio BETWEEN 0.5 AND 1.995 THEN 'bandwidth ratio' END AS ranks_basis,
+    nodes.n_nodes
+FROM t
+LEFT JOIN files f USING (file_id)
+LEFT JOIN nodes USING (file_id)
+ORDER BY t.file_id, t.table_no;

@@ -12,7 +12,8 @@ import streamlit as st
 from commwall.analysis.hangs.stopped import HUNG
 from commwall.analysis.model import whatif
 from commwall.analysis.model.scenario import Scenario
-from commwall.dashboard import charts, data, session
+from commwall.analysis.units import size_text
+from commwall.dashboard import charts, data, fabric_chart, session
 from commwall.dashboard.ui import (
     fmt_ms,
     fmt_pct,
@@ -75,6 +76,47 @@ if replay.get("available"):
     )
 else:
     st.caption(f"No replay: {md(replay.get('reason') or 'not available for this run')}.")
+
+fabric = v.report.get("fabric")
+if isinstance(fabric, dict) and fabric.get("present"):
+    st.subheader("The run against nccl-tests on its fabric")
+    st.markdown(md(fabric["sentence"] or ""))
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "collective": [fabric_chart.op_label(c["op"]) for c in fabric["classes"]],
+                "message size": [size_text(c["size_bytes"]) for c in fabric["classes"]],
+                "ranks": [c["n_ranks"] for c in fabric["classes"]],
+                "calls": [c["n_calls"] for c in fabric["classes"]],
+                "training bus bandwidth (GB/s)": [
+                    f"{c['busbw_GBps']:.3g}" for c in fabric["classes"]
+                ],
+                "nccl-tests at that size (GB/s)": [
+                    "—" if c["baseline_busbw_GBps"] is None else f"{c['baseline_busbw_GBps']:.3g}"
+                    for c in fabric["classes"]
+                ],
+                "training ÷ nccl-tests": [fmt_pct(c["ratio"]) for c in fabric["classes"]],
+                "priced from": [
+                    "—" if c["baseline"] is None else f"{c['baseline']} ({c['baseline_basis']})"
+                    for c in fabric["classes"]
+                ],
+            }
+        ),
+        hide_index=True,
+        key="model_fabric",
+    )
+    plot(
+        fabric_chart.fabric_frame(fabric),
+        fabric_chart.fabric_chart,
+        ("Bus bandwidth by message size: nccl-tests (lines) and training (◆)",),
+        "No bus bandwidth to draw.",
+        key="model_fabric_chart",
+    )
+    st.caption(
+        f"Below {fmt_pct(fabric['ratio_limit'])} of nccl-tests' bus bandwidth at the same size, "
+        "the transfer is slow inside training, not on the fabric. Baselines: "
+        f"{md(fabric['source'])}."
+    )
 
 model = v.report.get("model")
 if not isinstance(model, dict) or not model.get("predicted"):

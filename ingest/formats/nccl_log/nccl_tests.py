@@ -44,6 +44,9 @@ _INT = r"\d{1,19}"
 #: or an error (`2e-07`), or `N/A` when the data was not checked.
 _FIGURE = re.compile(r"\s+(?P<v>N/A|[0-9]+(?:\.[0-9]+)?(?:e[+-][0-9]+)?)")
 FIGURES = 8  # time, algbw, busbw, #wrong: out-of-place, then in-place
+#: Distinct hosts counted per table: a crafted file listing more device lines on more hosts
+#: stops growing the set here (a table's `n_nodes` saturates at this count).
+MAX_HOSTS = 65536
 
 
 class TestTables:
@@ -54,6 +57,7 @@ class TestTables:
         self.test: str | None = None
         self.ranks = 0
         self.gpu: str | None = None
+        self.hosts: set[str] = set()  # hosts after `on` in the device lines before the table
         self.table = 0  # tables seen so far; the current one's number while `head` is set
         self.check: str | None = None
         self.head: re.Pattern[str] | None = None
@@ -82,10 +86,13 @@ class TestTables:
                 rf"^\s*(?P<size>{_INT})\s+(?P<count>{_INT})\s+(?P<type>[a-z][a-z0-9_]*){redop}{root}"
             )
         elif _USING.match(comment):
-            self.ranks, self.gpu = 0, None
+            self.ranks, self.gpu, self.hosts = 0, None, set()
         elif (gpu := _device_gpu(comment)) is not None:
             self.ranks += 1
             self.gpu = self.gpu or gpu or None
+            host = _device_host(comment)
+            if host and len(self.hosts) < MAX_HOSTS:
+                self.hosts.add(host)
         elif self.head is None and "concluded" not in text and (name := _test_name(text)):
             self.test = name
 
@@ -98,7 +105,8 @@ class TestTables:
             self._end_row()
             self.row = {
                 "table_no": self.table, "line_no": line_no, "test": self.test,
-                "n_ranks": self.ranks or None, "gpu": self.gpu, "size_bytes": int(m["size"]),
+                "n_ranks": self.ranks or None, "n_nodes": len(self.hosts) or None,
+                "gpu": self.gpu, "size_bytes": int(m["size"]),
                 "count": int(m["count"]), "dtype": m["type"], "redop": m.groupdict().get("redop"),
                 "root": int(m["root"]) if m.groupdict().get("root") else None,
                 "check_kind": self.check,
@@ -139,6 +147,7 @@ class TestTables:
                 r.update(summary)
         if "avg_busbw" in summary:
             self.head, self.test, self.ranks, self.gpu = None, None, 0, None
+            self.hosts = set()
 
 
 # Device lines and test names are read with string operations: a regular expression with two
@@ -155,6 +164,16 @@ def _device_gpu(comment: str) -> str | None:
     at = comment.find(" device ")
     close = comment.find("]", at) if at >= 0 else -1
     return None if close < 0 else comment[close + 1 :].strip()
+
+
+def _device_host(comment: str) -> str | None:
+    """The host of a device line: the word after ` on ` (`mew0` in `... Pid  64904 on  mew0
+    device  1 ...`), or None when the line names none."""
+    at = comment.find(" on ")
+    if at < 0:
+        return None
+    words = comment[at + 4 : at + 4 + 300].split(maxsplit=1)
+    return words[0] if words and words[0] != "device" else None
 
 
 def _test_name(text: str) -> str | None:

@@ -99,6 +99,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("check_kind", STR), ("oop_time_us", F64), ("oop_algbw_gbs", F64),
             ("oop_busbw_gbs", F64), ("oop_wrong", F64), ("ip_time_us", F64), ("ip_algbw_gbs", F64),
             ("ip_busbw_gbs", F64), ("ip_wrong", F64), ("wrong_values", I64), ("avg_busbw", F64),
+            ("n_nodes", I32),
         ]
     ),
 }  # fmt: skip
