@@ -30,6 +30,7 @@ from commwall.analysis.model.section import run_scenario
 from commwall.analysis.replay.engine import replay_section
 from commwall.analysis.report.build import SECTION_TABLES, SECTIONS, build_report
 from commwall.analysis.report.perfetto import merged_trace
+from commwall.analysis.report.pipeline import pipeline_timeline
 from commwall.analysis.report.postmortem import postmortem_data
 from commwall.analysis.report.session import run_session
 from commwall.analysis.report.shape import Report
@@ -159,6 +160,13 @@ class Run:
             build_report(self.con, self.name, keep=True)
             return list(cached)
 
+    def fabric(self, nodes: int | None = None, link_peak: Any = None) -> dict[str, Any]:
+        """The run's nccl-tests tables beside the fabric model (analysis/fabric/section.py):
+        `nodes` for tables whose nodes are not known, `link_peak` a model.hardware link."""
+        from commwall.analysis.fabric.section import fabric_json  # noqa: PLC0415
+
+        return fabric_json(self.con, self.id, nodes, link_peak)
+
     def section(self, key: str) -> Any:
         """One section of the report (a key of analysis.report.build.SECTIONS) on its own, e.g.
         "hang", "nccl", "replay"; KeyError for a key that is not a section."""
@@ -219,6 +227,11 @@ class Run:
     def step_tracks(self, step: int, ranks: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Busy tracks and collective calls of `ranks` in `step`, relative to its start."""
         return timeline.view(self.con, self.id, step, ranks)
+
+    def pipeline_timeline(self, step: int, ranks: list[int]) -> pd.DataFrame:
+        """One pipeline's stages (`ranks` in stage order) along `step`: compute, sends,
+        receives and waiting (analysis/report/pipeline.py pipeline_timeline)."""
+        return pipeline_timeline(self.con, self.id, step, ranks)
 
     def windows(self, n: int) -> list[tuple[int, int]]:
         """The run's span cut in `n` windows (start, end ns); empty without activity."""

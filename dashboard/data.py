@@ -106,6 +106,16 @@ def step_timeline(
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def pipeline_timeline(
+    path: str, run: str, fp: tuple, step: int, ranks: tuple[int, ...]
+) -> pd.DataFrame:
+    """One pipeline's stages (`ranks` in stage order) along `step` (analysis.report.pipeline
+    .pipeline_timeline)."""
+    with run_of(path, run) as r:
+        return r.pipeline_timeline(step, list(ranks))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def window_timeline(
     path: str, run: str, fp: tuple, window: int, n: int, ranks: tuple[int, ...]
 ) -> tuple[pd.DataFrame, float, float] | None:

@@ -21,6 +21,12 @@ Rules (documented in README "How activities are classified"):
     triggered the redistribution) is **other**, so that the wait is not counted as compute; the
     ops it calls keep their own kind. Waits are no collectives of their own (the all-reduce
     they wait for is the `gloo:*` event);
+  - a blocking point-to-point call on a main thread (`c10d::send`, `c10d::recv_`, which
+    `dist.send` / `dist.recv` issue on gloo) is **comm**, lasting from its start until the
+    transfer it issued begins (the next `gloo:send` / `gloo:recv` of the same process starting
+    before the thread's next call of that direction; that event is comm itself): the thread is
+    blocked there waiting for its peer, and gloo records the transfer only once it starts, so
+    that time would otherwise read as idle. Like a wait, it is no collective of its own;
   - everything else is **other**.
 
 Only compute, comm and memory enter the interval metrics.
@@ -39,6 +45,10 @@ HOST_COMM = re.compile(r"^(gloo|mpi|ucc):")
 HOST_ENQUEUE = re.compile(r"^(c10d::|record_param_comms$)")
 #: A main thread's blocking wait for a collective issued before (functional collectives).
 HOST_WAIT = re.compile(r"^_?c10d_functional::wait_tensor$")
+#: A main thread's blocking point-to-point call (`dist.send` / `dist.recv` on gloo) and the
+#: transfer event the backend records for it, by direction.
+HOST_P2P = {"send": re.compile(r"^c10d::send$"), "recv": re.compile(r"^c10d::recv_(any_source_)?$")}
+HOST_P2P_TRANSFER = {"send": re.compile(r"^gloo:send$"), "recv": re.compile(r"^gloo:recv$")}
 
 #: Legacy (PyTorch <= 1.9) categories mapped to modern names.
 LEGACY_CATS = {

@@ -85,6 +85,10 @@ COLLECTIVES = pa.schema(
         ("out_bytes", I64),
         ("algo", STR),
         ("stream", I64),
+        ("peer", I32),
+        ("pg_ranks", STR),
+        ("in_splits", STR),
+        ("out_splits", STR),
     ]
 )
 

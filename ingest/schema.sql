@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS steps (
 -- `seq` is the per-process-group sequence number and `seq_source` where it came from
 -- (Seq | concrete_inputs | NULL when absent: match by order). Bytes are per rank:
 -- in_bytes = in_nelems × sizeof(dtype), out_bytes likewise. `algo` is what the kernel name
--- claims (RING/TREE/...), only a hint (KINETO.md §9).
+-- claims (RING/TREE/...), only a hint (stragglers.md §7).
 CREATE TABLE IF NOT EXISTS collectives (
     run_id     INTEGER NOT NULL,
     rank       INTEGER NOT NULL,
@@ -123,8 +123,24 @@ CREATE TABLE IF NOT EXISTS collectives (
     in_bytes   BIGINT,
     out_bytes  BIGINT,
     algo       VARCHAR,
-    stream     BIGINT
+    stream     BIGINT,
+    peer       INTEGER
 );
+-- `peer`: for a send or receive, the other rank (the trace's `Dst Rank` / `Src Rank`, global;
+-- on gloo the `dst`/`src` of the `c10d::send` / `c10d::recv_` op that issued it, the rank in
+-- the call's process group); NULL for collectives and where the trace does not say.
+-- Stores made before the column get it here.
+ALTER TABLE collectives ADD COLUMN IF NOT EXISTS peer INTEGER;
+-- `pg_ranks`: the global ranks of the call's process group, a JSON list (`Process Group Ranks`
+-- of `record_param_comms` or the NCCL kernel); NULL where the trace does not say.
+-- `in_splits`, `out_splits`: an all-to-all's split sizes, a JSON list of first-dimension rows
+-- per rank of the group, in group order (`In split size` / `Out split size`; on gloo the
+-- `input_split_sizes` / `output_split_sizes` of the `c10d::alltoall_base_` that issued it);
+-- NULL for an even split and where the trace does not say. Stores made before the columns get
+-- them here.
+ALTER TABLE collectives ADD COLUMN IF NOT EXISTS pg_ranks VARCHAR;
+ALTER TABLE collectives ADD COLUMN IF NOT EXISTS in_splits VARCHAR;
+ALTER TABLE collectives ADD COLUMN IF NOT EXISTS out_splits VARCHAR;
 
 -- Identifier sources (sequences are not rolled back, so concurrent ingests never collide).
 CREATE SEQUENCE IF NOT EXISTS run_id_seq START 1;

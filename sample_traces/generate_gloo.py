@@ -183,6 +183,46 @@ def gzip_file(src: Path, dst: Path, level: int) -> None:
             shutil.copyfileobj(fin, gz, 1 << 20)
 
 
+def trace_writer(out_dir: Path, rank: int, level: int = 6) -> Callable[[Any], None]:
+    """torch.profiler's `on_trace_ready`: the trace as `rank<R>.pt.trace.json.gz` in `out_dir`,
+    exported under a bare relative name so that its traceName holds no machine path."""
+    raw = f"rank{rank}.pt.trace.json"
+
+    def on_trace_ready(prof: Any) -> None:
+        cwd = os.getcwd()
+        os.chdir(out_dir)
+        try:
+            prof.export_chrome_trace(raw)
+        finally:
+            os.chdir(cwd)
+        gzip_file(out_dir / raw, out_dir / f"{raw}.gz", level)
+        (out_dir / raw).unlink()
+
+    return on_trace_ready
+
+
+def profile_steps(
+    out_dir: Path, rank: int, steps: int, one_step: Callable[[], None], wait: int, warmup: int
+) -> None:
+    """Run `one_step` wait + warmup + `steps` times under torch.profiler (CPU activity, shapes
+    recorded), every rank starting together, the last `steps` profiled and written by
+    trace_writer."""
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    sched = schedule(wait=wait, warmup=warmup, active=steps, repeat=1)
+    dist.barrier()
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=sched,
+        on_trace_ready=trace_writer(out_dir, rank),
+    ) as prof:
+        for _ in range(wait + warmup + steps):
+            one_step()
+            prof.step()
+
+
 def build_model(hidden: int, layers: int) -> Any:
     """The MLP: Linear(1000, H), ReLU, ``layers`` x (Linear(H, H), ReLU), Linear(H, 10).
 
@@ -265,18 +305,7 @@ def worker(rank: int, args: argparse.Namespace, port: int, result_dir: str) -> N
     mm_b = torch.randn(EXTRA_MATMUL_DIM, EXTRA_MATMUL_DIM, generator=gen)
 
     out_dir = Path(args.out).resolve()
-    raw_name = f"rank{rank}.pt.trace.json"
-
-    def on_trace_ready(prof: Any) -> None:
-        # Export with a bare relative name so that traceName holds no machine path.
-        cwd = os.getcwd()
-        os.chdir(out_dir)
-        try:
-            prof.export_chrome_trace(raw_name)
-        finally:
-            os.chdir(cwd)
-        gzip_file(out_dir / raw_name, out_dir / (raw_name + ".gz"), args.gzip_level)
-        (out_dir / raw_name).unlink()
+    on_trace_ready = trace_writer(out_dir, rank, args.gzip_level)
 
     is_straggler = rank == args.straggler
     # Delay bookkeeping for the current step: seconds spent, hook calls so far.

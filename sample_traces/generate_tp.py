@@ -35,10 +35,9 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate_gloo import gzip_file  # noqa: E402 (the same gzip writer: equal input, equal bytes)
+from generate_gloo import profile_steps  # noqa: E402 (the same profiling and gzip writer)
 
 WAIT_STEPS, WARMUP_STEPS = 1, 1
 
@@ -71,7 +70,6 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
         RowwiseParallel,
         parallelize_module,
     )
-    from torch.profiler import ProfilerActivity, profile, schedule
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -92,32 +90,14 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
     x = torch.randn(args.batch_size, h, generator=gen)
 
     out_dir = Path(args.out).resolve()
-    raw = f"rank{rank}.pt.trace.json"
 
-    def on_trace_ready(prof: Any) -> None:
-        cwd = os.getcwd()
-        os.chdir(out_dir)
-        try:
-            prof.export_chrome_trace(raw)
-        finally:
-            os.chdir(cwd)
-        gzip_file(out_dir / raw, out_dir / f"{raw}.gz", 6)
-        (out_dir / raw).unlink()
+    def one_step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
 
-    sched = schedule(wait=WAIT_STEPS, warmup=WARMUP_STEPS, active=args.steps, repeat=1)
-    dist.barrier()
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        record_shapes=True,
-        schedule=sched,
-        on_trace_ready=on_trace_ready,
-    ) as prof:
-        for _ in range(WAIT_STEPS + WARMUP_STEPS + args.steps):
-            opt.zero_grad(set_to_none=True)
-            loss = model(x).float().pow(2).mean()
-            loss.backward()
-            opt.step()
-            prof.step()
+    profile_steps(out_dir, rank, args.steps, one_step, WAIT_STEPS, WARMUP_STEPS)
     if rank == 0:
         first = WAIT_STEPS + WARMUP_STEPS
         truth = {

@@ -5,7 +5,7 @@
 `transfer` after the last rank arrived (plus a small per-rank end jitter). The straggler spends
 `delay_us` more per collective, in its compute kernel (mode 'compute') or idle before the launch
 (mode 'late'). Each host's clock then runs `clock_offsets_us[host]` ahead of the true clock.
-`transfer = alpha + busbw_factor(op, n) x bytes / busbw` (nccl-tests model, MODEL.md §4), so the
+`transfer = alpha + busbw_factor(op, n) x bytes / busbw` (nccl-tests model, cost_model.md §4), so the
 bus bandwidth is known too.
 
 Two outputs of one simulation: `write_kineto` writes one Kineto JSON trace per rank (for the normal
@@ -48,7 +48,7 @@ STEP_GAP_NS = 50_000  # host work between steps
 
 
 def busbw_factor(op: str, n: int) -> float:
-    """nccl-tests bus bandwidth factor (MODEL.md §4)."""
+    """nccl-tests bus bandwidth factor (cost_model.md §4)."""
     return 2 * (n - 1) / n if op == "allreduce" else (n - 1) / n
 
 
@@ -157,7 +157,7 @@ def simulate(scn: Scenario) -> Sim:
 
 def msg_elems(op: str, nelems: int, n: int) -> tuple[int, int, int]:
     """(in, out, S) elements of a call moving about `nelems`: all-gather gathers n inputs of
-    nelems // n, reduce-scatter scatters n outputs of nelems // n; S as MODEL.md §4."""
+    nelems // n, reduce-scatter scatters n outputs of nelems // n; S as cost_model.md §4."""
     part = nelems // n
     if op == "allgather":
         return part, part * n, part * n
@@ -285,6 +285,10 @@ def store_tables(sim: Sim) -> dict[str, pa.Table]:
             "out_bytes": out_n * ELEM,
             "algo": ["RING"] * (n * k_total),
             "stream": np.full(n * k_total, STREAM_COMM),
+            "peer": pa.nulls(n * k_total, pa.int32()),
+            "pg_ranks": pa.nulls(n * k_total, pa.string()),
+            "in_splits": pa.nulls(n * k_total, pa.string()),
+            "out_splits": pa.nulls(n * k_total, pa.string()),
         },
         schema=COLLECTIVES,
     )

@@ -1,6 +1,6 @@
 """Matching, alignment and per-instance figures on the real 8-rank DLRM and 4-rank gloo sets,
 cross-checked against a brute-force pandas matcher and the documented expectations
-(STRAGGLERS.md §5; ground_truth.json of the gloo generator)."""
+(stragglers.md §6; ground_truth.json of the gloo generator)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from commwall.analysis.collectives.instances import clock_check, clock_offsets, 
 from commwall.analysis.db import run_id
 
 GLOO = SAMPLES / "gloo_4rank_compute"
-# STRAGGLERS.md §5: total wait per rank (µs) in the DLRM set, from raw (unaligned) starts
+# stragglers.md §6: total wait per rank (µs) in the DLRM set, from raw (unaligned) starts
 DLRM_WAIT_US = {0: 5580, 1: 11125, 2: 3280, 3: 9571, 4: 6370, 5: 6041, 6: 3342, 7: 1534}
 
 
@@ -52,7 +52,7 @@ def test_dlrm_instances_match_brute_force(con):
 
 
 def test_dlrm_waits_per_rank(con):
-    """Aligned waits stay within 15 µs of the raw-clock totals of STRAGGLERS.md §5: the fitted
+    """Aligned waits stay within 15 µs of the raw-clock totals of stragglers.md §6: the fitted
     per-rank offsets are only the µs rounding of the timestamps."""
     rid = run_id(con, "dlrm_8rank")
     waits = con.execute(

@@ -251,7 +251,7 @@ def test_wait_caused_adds_up_to_total_wait(store, starts):
     assert caused[last] == max(caused) and r[("allreduce", 0, last)]["is_last"]
 
 
-# (op, n ranks, in elems, out elems) -> (bytes S, busbw factor) per MODEL.md §4
+# (op, n ranks, in elems, out elems) -> (bytes S, busbw factor) per cost_model.md §4
 BW_CASES = [
     ("allreduce", 4, 1000, 1000, 4000, 1.5),
     ("allgather", 4, 250, 1000, 4000, 0.75),

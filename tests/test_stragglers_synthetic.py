@@ -174,7 +174,7 @@ def _top(**over):
 @pytest.mark.parametrize(
     "over,reason",
     [
-        (dict(n_units=2), "none: too few units (2; at least 3)"),
+        (dict(n_units=2), "none: too few steps or collectives (2; at least 3)"),
         (dict(consistency_t=1.2), "none: no rank causes more than its fair share (1/2)"),
         (dict(cost_share=0.011), "none: no rank's waiting matters: the one causing the most "
                                  "costs the others 1.1% of their time (flagged from 5%)"),

@@ -76,6 +76,17 @@ MATCH_WORDS = {
 }
 
 
+def _inferred_groups(con: duckdb.DuckDBPyConnection, rid: int) -> list[dict]:
+    """The process groups inferred for calls the trace names none for (CPU traces of several
+    groups): name, description, size and the ranks whose calls took it."""
+    rows = con.execute(
+        "SELECT pg_name, any_value(pg_desc), any_value(group_size), list(DISTINCT rank ORDER BY "
+        "rank) FROM call_groups(?) WHERE pg_name IS NOT NULL GROUP BY pg_name ORDER BY pg_name",
+        [rid],
+    ).fetchall()
+    return [{"pg_name": n, "pg_desc": d, "group_size": s, "ranks": r} for n, d, s, r in rows]
+
+
 def _jsonable(df: pd.DataFrame) -> list[dict]:
     """Records with NaN → None and numpy scalars → Python."""
     return json.loads(df.to_json(orient="records", double_precision=15))
@@ -97,14 +108,20 @@ def _ms(records: list[dict]) -> list[dict]:
 
 
 def collectives_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
-    """The report's `collectives` key: per-op figures (`ops`), matching quality (`matching`)
-    and clock alignment (`clock`). Durations in ms, bandwidths in GB/s (1e9 B/s)."""
+    """The report's `collectives` key: per-op figures (`ops`), matching quality (`matching`),
+    inferred process groups and calls left unmatched (`groups`) and clock alignment
+    (`clock`). Durations in ms, bandwidths in GB/s (1e9 B/s)."""
     ops = _ms(_jsonable(collective_ops(con, rid)))
     for rec in ops:
         rec["wait_ms_total"] = rec.pop("total_wait_ms")
     keys = con.execute(
         "SELECT match_key, count(*) FROM collective_instances(?) GROUP BY match_key", [rid]
     ).fetchall()
+    unmatched = con.execute(
+        "SELECT count(*), mode(unmatched_reason) FROM grouped_calls(?) "
+        "WHERE unmatched_reason IS NOT NULL",
+        [rid],
+    ).fetchone() or (0, None)
     problems = collective_problems(con, rid)
     counts = problems["problem"].value_counts()
     offsets = _ms(_jsonable(clock_offsets(con, rid)))
@@ -116,6 +133,13 @@ def collectives_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
             **{p: int(counts.get(p, 0)) for p in ("incomplete", "size_mismatch", "op_mismatch")},
             # an op mismatch shows only under a sequence key: `order` counts calls per op
             "op_mismatch_checked": sum(n for k, n in keys if k != "order"),
+        },
+        # process groups inferred where the trace names none per call (analysis/sql/groups.sql),
+        # and the calls left out of matching because their group could not be told
+        "groups": {
+            "inferred": _inferred_groups(con, rid),
+            "unmatched_calls": int(unmatched[0]),
+            "unmatched_reason": unmatched[1],
         },
         "clock": {**_ms([clock_check(con, rid)])[0], "domains": offsets},
     }

@@ -57,3 +57,49 @@ def _role(text: str | None) -> str | None:
     if not dims:
         return None
     return "+".join(d for d in _ORDER if d in dims)
+
+
+def structural_role(
+    ops: dict[str, int],
+    allgather_out_nelems: set[int] | frozenset[int] = frozenset(),
+    reduce_nelems: set[int] | frozenset[int] = frozenset(),
+    functional_waits: bool = False,
+) -> str | None:
+    """The role a group's calls suggest when its name says nothing (docs/parallelism.md):
+
+    * all-to-alls: EP (the token exchange of a mixture of experts);
+    * all-gathers whose gathered sizes are also reduced (reduce-scatter, or gloo's all-reduce
+      standing in for one): FSDP (parameters gathered, their gradients reduce-scattered);
+    * send and receive only: PP (activations between neighbouring stages);
+    * all-reduces that the program waits for on its own thread (functional collectives): TP;
+    * other all-reduces: DP (gradient synchronisation), unless the group also all-gathers
+      (then None);
+    * else None.
+
+    `ops` counts the group's calls per normalised op; `allgather_out_nelems` and
+    `reduce_nelems` are the element counts of its all-gathers' outputs and of its
+    reduce-scatters' inputs and all-reduces; `functional_waits` says whether its all-reduces are
+    waited for on the program's thread (`_c10d_functional::wait_tensor`).
+    """
+    n = {op: c for op, c in ops.items() if c > 0}
+    if n.get("alltoall"):
+        return "EP"
+    if n.get("allgather"):  # without a reduction of the gathered sizes: not telling
+        return "FSDP" if set(allgather_out_nelems) & set(reduce_nelems) else None
+    if n and set(n) <= {"send", "recv", "sendrecv"}:
+        return "PP"
+    if n.get("allreduce"):
+        return "TP" if functional_waits else "DP"
+    return None
+
+
+def role_of(name: str | None, desc: str | None, structure: str | None = None) -> tuple[str, str]:
+    """(role, source): from the name or description where it says one other than the whole
+    world, else from `structure` (structural_role), else the world's or 'unknown'. `source` is
+    'name', 'structure' or 'none'."""
+    named = group_role(name, desc)
+    if named is not None and named != "world":
+        return named, "name"
+    if structure is not None:
+        return structure, "structure"
+    return (named or "unknown"), ("name" if named else "none")

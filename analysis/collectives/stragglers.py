@@ -157,12 +157,21 @@ def verdict(ranks: pd.DataFrame) -> str:
     top = ranks.loc[ranks["caused_ns"].idxmax()]
     return (
         f"none: {_not_flagged(top, len(ranks))}; the most, rank {top['rank']}, causes "
-        f"{100 * _num(top.get('mean_share')):.0f}% on average over "
-        f"{int(_num(top.get('n_units')))} units ({_share(top)} of all the "
-        f"waiting; t = {_fmt(top.get('consistency_t'))}, flagged "
-        f"from {STRAGGLER_MIN_T:g}), last in {top['n_last']}/{top['n_instances']}, "
+        f"{100 * _num(top.get('mean_share')):.0f}% of the waiting on average over "
+        f"{int(_num(top.get('n_units')))} {_unit_words(top)} ({_share(top)} of all the "
+        f"waiting; consistency {_fmt(top.get('consistency_t'))} — how many standard errors "
+        f"its share stands above a fair share; flagged from {STRAGGLER_MIN_T:g}), last in "
+        f"{top['n_last']}/{top['n_instances']}, "
         f"{100 * _num(top['cost_share']):.1f}% of all ranks' time"
     )
+
+
+def _unit_words(top: pd.Series) -> str:
+    """What the consistency test's units are (stragglers.sql): steps where the scope has at
+    least 3 steps with waiting, else collective instances."""
+    n_steps = _num(top.get("n_steps")) if "n_steps" in top else 0.0
+    units = int(_num(top.get("n_units")))
+    return "steps" if n_steps >= 3 and units <= n_steps else "collectives"
 
 
 def _not_flagged(top: pd.Series, n: int) -> str:
@@ -170,7 +179,10 @@ def _not_flagged(top: pd.Series, n: int) -> str:
     stragglers.sql's flag (same order) that it fails."""
     units, t = int(_num(top.get("n_units"))), top.get("consistency_t")
     if units < STRAGGLER_MIN_UNITS:
-        return f"too few units ({units}; at least {STRAGGLER_MIN_UNITS}) to call a rank consistent"
+        return (
+            f"too few steps or collectives ({units}; at least {STRAGGLER_MIN_UNITS}) to call a "
+            "rank consistently late"
+        )
     if t is None or pd.isna(t) or t < STRAGGLER_MIN_T:
         return f"no rank causes more than its fair share (1/{n}) of the waiting consistently"
     if _num(top.get("cost_share")) < STRAGGLER_MIN_COST_SHARE:

@@ -97,6 +97,7 @@ class Steps:
     # -- instances
     last: np.ndarray  # measured last arrival S
     inst_end: np.ndarray  # measured end E
+    inst_key: np.ndarray  # the instance's id in replay_calls (ik), ascending
 
     @property
     def n_calls(self) -> int:
@@ -278,4 +279,5 @@ def build_steps(wins: pd.DataFrame, calls: pd.DataFrame, busy: BusyTime) -> Step
         busy_gap=busy_gap,
         last=last,
         inst_end=inst_end,
+        inst_key=uniq.astype(np.int64),
     )

@@ -35,6 +35,7 @@ import pandas as pd
 
 from commwall.analysis import policy
 from commwall.analysis.replay.chain import BusyTime, Steps, build_steps
+from commwall.analysis.replay.dimensions import dimension_whatifs
 from commwall.analysis.replay.walk import WhatIf, replay_ends
 from commwall.analysis.units import NS_PER_MS
 
@@ -188,15 +189,16 @@ def replay_run(
     top_rank: int | None,
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult | None:
-    """Replay run `rid` unchanged and under the standard what-ifs; None when the run has no
-    steps with collective barriers to replay."""
+    """Replay run `rid` unchanged, under the standard what-ifs and under those of its
+    parallelism dimensions (dimensions.py); None when the run has no steps with collective
+    barriers to replay."""
     steps, n_steps = _load_steps(con, rid)
     if not steps.n_calls:
         return None
     results = {}
     per_step = None
     by_step = []
-    whatifs = standard_whatifs(stragglers, top_rank)
+    whatifs = standard_whatifs(stragglers, top_rank) + dimension_whatifs(con, rid, steps)
     floors = _compute_floors(con, rid)
     for w, df in zip(whatifs, replay_all(steps, whatifs), strict=True):
         if progress:

@@ -35,6 +35,12 @@ class WhatIf:
     barrier: str = "last"  # 'last' (measured semantics) | 'first' (nobody waits)
     transfer_scale: float = 1.0
     remove_idle: bool = False
+    #: (rank, factor) pairs: the busy part of the rank's gaps (its compute, everything but
+    #: idle) scaled by the factor (a pipeline stage balanced: its compute at another's pace)
+    busy_scale: tuple[tuple[int, float], ...] = ()
+    #: (ik, factor) pairs: the transfer of those instances (replay_calls' ik) scaled by the
+    #: factor, on top of transfer_scale (one dimension's collectives faster, experts balanced)
+    instance_scale: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass
@@ -141,8 +147,10 @@ def _walk(
     calls = np.arange(n)
     remove = np.array([w.remove_idle for w in whatifs])[:, None]
     gap = np.where(remove, np.maximum(st.gap - st.idle, 0), st.gap)
+    gap = _busy_scaled(gap, st.idle, st.rank[st.win], whatifs)
     scale = np.array([w.transfer_scale for w in whatifs], np.float64)[:, None]
     measured = np.maximum(st.inst_end - st.last, 0).astype(np.float64)
+    measured = measured * _instance_factors(st, whatifs)
     transfer = np.concatenate(
         [(measured * scale).astype(np.int64), np.zeros((rows, 1), np.int64)], axis=1
     )
@@ -207,7 +215,41 @@ def _tails(st: Steps, issue: np.ndarray, end: np.ndarray, whatifs: Sequence[What
         tail[pick] = med_of[step_of[pick]]
     remove = np.array([w.remove_idle for w in whatifs])[:, None]
     tails = np.where(remove, np.maximum(tail - st.tail_idle, 0), tail)
+    tails = _busy_scaled(tails, st.tail_idle, st.rank, whatifs)
     return np.where(has, base + tails, st.end)
+
+
+def _instance_factors(st: Steps, whatifs: Sequence[WhatIf]) -> np.ndarray:
+    """Each what-if's factor on each instance's transfer (rows: `whatifs`, columns: the
+    instances of `st`): its instance_scale where it names the instance (by ik), else 1.
+    Instances of steps not replayed are ignored."""
+    out = np.ones((len(whatifs), len(st.last)), np.float64)
+    for row, w in enumerate(whatifs):
+        if not w.instance_scale or not len(st.inst_key):
+            continue
+        keys = np.array([k for k, _ in w.instance_scale], np.int64)
+        factors = np.array([f for _, f in w.instance_scale], np.float64)
+        pos = np.minimum(np.searchsorted(st.inst_key, keys), len(st.inst_key) - 1)
+        found = st.inst_key[pos] == keys
+        out[row, pos[found]] = factors[found]
+    return out
+
+
+def _busy_scaled(
+    gaps: np.ndarray, idle: np.ndarray, ranks: np.ndarray, whatifs: Sequence[WhatIf]
+) -> np.ndarray:
+    """`gaps` (rows: `whatifs`; columns: gaps of the ranks `ranks` with idle time `idle`) with
+    the busy part of each gap (gap - idle) scaled for the ranks a what-if's busy_scale names."""
+    if not any(w.busy_scale for w in whatifs):
+        return gaps
+    out = np.array(np.broadcast_to(gaps, (len(whatifs), gaps.shape[-1])), np.int64)
+    for row, w in enumerate(whatifs):
+        for rank, factor in w.busy_scale:
+            mine = ranks == rank
+            idle_part = np.minimum(idle[mine], out[row, mine])
+            busy = out[row, mine] - idle_part
+            out[row, mine] = idle_part + np.round(busy * factor).astype(np.int64)
+    return out
 
 
 def replay_ends(st: Steps, whatifs: Sequence[WhatIf]) -> np.ndarray:

@@ -1,19 +1,24 @@
 -- collectives: one collective call matched across the ranks of its process group, on one clock.
--- requires: clock
--- Definitions (STRAGGLERS.md §2; all times int64 ns, aligned unless said otherwise). For the
+-- requires: clock, groups
+-- Definitions (stragglers.md §3; all times int64 ns, aligned unless said otherwise). For the
 -- instance k of a collective and its ranks r:
 --   arrival ts_r, end te_r = ts_r + dur_r;  S = max_r ts_r (last arrival);
 --   wait_r = S - ts_r;  lateness_r = ts_r - median_j ts_j;
 --   transfer = median_r te_r - S (min_r dur_r when that is <= 0: clocks not causal);
---   algbw = bytes / transfer;  busbw = algbw x factor(op, n)  (MODEL.md §4).
+--   algbw = bytes / transfer;  busbw = algbw x factor(op, n)  (cost_model.md §4).
 -- Performance: per-call rows are kept narrow and numeric (call id cid, (pg, op) id gid, domain
 -- id did); names are joined from small tables at the end. Sorting, materialising and joining
 -- wide rows with strings is what costs at 10^6-10^7 calls.
 
+-- _is_p2p(op, peer): a send or receive whose peer the trace names. It is matched with its
+-- peer's call by p2p.sql (channel, order, size), not with the other ranks' sends by order.
+CREATE OR REPLACE TEMP MACRO _is_p2p(op, peer) AS op IN ('send', 'recv') AND peer IS NOT NULL;
+
 -- _match_groups(rid): the (process group, op) pairs of run `rid` and how each is matched.
 --   returns   gid (BIGINT id, in (pg_name NULLS FIRST, op) order), pg_name, op,
 --             match_key ('seq' | 'concrete_inputs' | 'order', per process group).
--- Algorithm: group the calls by (pg_name, op); the key of a process group is 'seq' when all its
+-- Algorithm: group the calls by (pg_name, op) (their group as grouped_calls gives it: inferred
+-- for CPU traces of several groups; calls it leaves unmatched are left out); the key of a process group is 'seq' when all its
 -- calls carry a Seq arg, 'concrete_inputs' when all carry the Concrete Inputs seq, else 'order'.
 CREATE OR REPLACE TEMP MACRO _match_groups(rid) AS TABLE
 SELECT row_number() OVER (ORDER BY pg_name NULLS FIRST, op) AS gid, pg_name, op,
@@ -26,8 +31,8 @@ FROM (
     SELECT pg_name, op,
         bool_and(seq_source IS NOT DISTINCT FROM 'Seq') AS all_seq,
         bool_and(seq_source IS NOT DISTINCT FROM 'concrete_inputs') AS all_ci
-    FROM collectives
-    WHERE run_id = rid
+    FROM grouped_calls(rid)
+    WHERE unmatched_reason IS NULL AND NOT _is_p2p(op, peer)
     GROUP BY pg_name, op
 );
 
@@ -51,7 +56,7 @@ FROM (
 -- _match_rows(rid): every call of run `rid` with its instance, narrow.
 --   returns   cid (call id), rank, gid, instance, ik, step, ts, dur, te, bytes, in_nelems,
 --             out_nelems, dtype, group_size, seq (meanings as in collective_matches).
--- Algorithm: KINETO.md §8. Steps by ASOF join on launch_ts. For 'order' groups, the k-th call
+-- Algorithm: stragglers.md §2. Steps by ASOF join on launch_ts. For 'order' groups, the k-th call
 -- of (pg, op) in step N on every rank is one instance (counting per step keeps a rank with
 -- missing or extra steps from shifting every later ordinal); for the others the instance is the
 -- seq. Instance keys are numbered on their distinct values (a small table) and joined back.
@@ -68,9 +73,9 @@ c AS MATERIALIZED (
             ELSE coalesce(x.in_bytes, x.out_bytes)
         END AS bytes,
         x.ts, x.dur, coalesce(x.launch_ts, x.ts) AS launch_ts
-    FROM collectives x
+    FROM grouped_calls(rid) x
     JOIN g ON x.pg_name IS NOT DISTINCT FROM g.pg_name AND x.op = g.op
-    WHERE x.run_id = rid
+    WHERE x.unmatched_reason IS NULL AND NOT _is_p2p(x.op, x.peer)
 ),
 n AS MATERIALIZED (
     SELECT x.*, s.step
@@ -113,7 +118,7 @@ FROM c JOIN kk ON kk.cid = c.cid;
 --             pg_name      process group (NULL: the trace names none; all such calls form one
 --                          group, the world),
 --             op, group_size, dtype, in_nelems, out_nelems,
---             bytes        the call's message size for bandwidth, MODEL.md §4: all-gather
+--             bytes        the call's message size for bandwidth, cost_model.md §4: all-gather
 --                          out_bytes (in_bytes x group_size when unknown), reduce-scatter and
 --                          all-to-all in_bytes (total), all-reduce/broadcast/reduce/send/recv the
 --                          buffer; barrier NULL,
@@ -127,7 +132,7 @@ FROM c JOIN kk ON kk.cid = c.cid;
 --             step         the rank's last ProfilerStep that started at or before the call's
 --                          launch (NULL: before the first step, or no steps),
 --             ts, dur, te  raw (unaligned) start, duration, end in ns.
--- Algorithm: _match_rows (KINETO.md §8) with the names of _match_groups and _rank_domains.
+-- Algorithm: _match_rows (stragglers.md §2) with the names of _match_groups and _rank_domains.
 -- Calls with equal (pg_name, op, instance) are one instance; a call whose op disagrees with
 -- its peers for the same seq therefore forms its own instance (see collective_problems).
 CREATE OR REPLACE TEMP MACRO collective_matches(rid) AS TABLE
@@ -331,7 +336,7 @@ CREATE OR REPLACE TEMP MACRO _complete(n_ranks, group_size) AS n_ranks = group_s
 --             group_size     size of the process group (max over its calls; world size for
 --                            traces without PG metadata),
 --             complete       n_ranks = group_size (false: some ranks unmatched or untraced),
---             bytes          per-rank message size used for bandwidth (MODEL.md §4 S, median over
+--             bytes          per-rank message size used for bandwidth (cost_model.md §4 S, median over
 --                            ranks; NULL if unknown),
 --             first_start_ns, last_start_ns   min and max aligned arrival (epoch ns),
 --             last_rank      the last-arriving rank (highest rank among ties),

@@ -1,5 +1,5 @@
 -- decomposition: every step of every rank split into parts that add up to it exactly.
--- requires: intervals, steps, collectives, collective_summary
+-- requires: intervals, steps, collectives, collective_summary, p2p
 -- Parts (ns), per (rank, step) window of steps.sql, from the rank's timeline activities and
 -- its matched collective calls:
 --   compute_only        compute with no communication running,
@@ -20,7 +20,8 @@
 -- false) is a wait from start to end: the others sat in it until the timeout, no data moved,
 -- and the last of them to arrive did not stop waiting either.
 
--- wait_intervals(rid): the waiting part of every usable collective call of run `rid`.
+-- wait_intervals(rid): the waiting part of every usable collective call of run `rid`, and of
+-- every matched send and receive (p2p_wait_intervals: a receive before its send began).
 --   returns   rank, ts, dur (ns, the rank's own clock), kind = 'wait'.
 -- Algorithm: [raw_ts, raw_ts + least(wait_ns, dur)) of collective_ranks rows; the whole call
 -- for an instance without a transfer.
@@ -34,7 +35,9 @@ WITH c AS (
 SELECT rank, raw_ts AS ts, CASE WHEN hung THEN dur ELSE least(wait_ns, dur) END AS dur,
     'wait' AS kind
 FROM c
-WHERE wait_ns > 0 OR hung;
+WHERE wait_ns > 0 OR hung
+UNION ALL
+SELECT * FROM p2p_wait_intervals(rid);
 
 -- _decomposition_rows(rid): timeline activities and wait intervals of run `rid`.
 --   returns   rank, ts, dur, kind ('compute' | 'comm' | 'memory' | 'wait').

@@ -1,4 +1,5 @@
-"""Collectives: size against transfer time, busbw against the link's peak, algorithm/protocol."""
+"""Collectives: size against transfer time, busbw against the link's peak, the step by dimension,
+the pipeline's stages along a step, algorithm/protocol."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import streamlit as st
 
 from commwall.analysis.collectives.instances import matching_sentence
 from commwall.analysis.nccl.links import LINK_PEAKS_GBPS
+from commwall.analysis.steps.dimension import dimension_sentence
 from commwall.analysis.units import NS_PER_MS
 from commwall.dashboard import charts, data, session
+from commwall.dashboard.dimension_chart import dimension_bars, dimension_frame
+from commwall.dashboard.pipeline_chart import pipeline_bars, pipeline_frame, stage_label
 from commwall.dashboard.ui import md, missing, nccl_hint, plot, table, traces_hint
 
 #: What a point of the scatters carries (its tooltip).
@@ -108,6 +112,105 @@ else:
             if left_out
             else ""
         )
+    )
+
+st.subheader("The step by dimension")
+dims = v.report.get("dimensions")
+if isinstance(dims, dict) and dims.get("run"):
+    plot(
+        dimension_frame(dims["run"]),
+        dimension_bars,
+        ("Exposed communication by parallelism dimension (ms per step)",),
+        "No exposed communication to split by dimension.",
+        key="dimension_bars",
+    )
+    sentence = dimension_sentence(v.report)
+    total = dims.get("exposed_comm_ms")
+    st.caption(
+        (f"{md(sentence[0].upper() + sentence[1:])}. " if sentence else "")
+        + (f"Together {total:.2f} ms per step of exposed communication. " if total else "")
+        + "Each collective's dimension is its process group's role, from the group's name, "
+        "else from what its calls do; time two dimensions share is split between them."
+    )
+    groups = dims.get("groups") or []
+    if groups:
+        table(
+            pd.DataFrame(
+                {
+                    "Process group": [g.get("pg_name") or "whole world" for g in groups],
+                    "Description": [g.get("pg_desc") or "" for g in groups],
+                    "Calls": [g.get("n_calls") for g in groups],
+                    "Role": [g.get("role") for g in groups],
+                    "Role from": [
+                        {"name": "its name", "structure": "its calls"}.get(g.get("source"), "—")
+                        for g in groups
+                    ],
+                }
+            ),
+            key="dimension_groups",
+        )
+    ep = dims.get("ep") or {}
+    if ep.get("available"):
+        st.caption(
+            f"Expert-parallel all-to-alls: rank {ep['top_receiver']} receives the most, "
+            f"{ep['top_receiver_over_mean']:.2f}× the mean rank; the busiest rank pair carries "
+            f"{ep['pair_max_over_mean']:.2f}× the mean pair."
+        )
+else:
+    missing("The step by dimension", traces_hint(v.report))
+
+pipeline = v.report.get("pipeline")
+if isinstance(pipeline, dict) and pipeline.get("available") and pipeline.get("pipelines"):
+    st.subheader("Pipeline")
+    if pipeline.get("sentence"):
+        st.caption(md(pipeline["sentence"]))
+    chains = pipeline["pipelines"]
+    wk = f"{v.run}:{v.fp}"  # widget keys are the run's: a choice on one run is not the next's
+    left, right = st.columns([1, 1])
+    which = left.selectbox(
+        "Pipeline",
+        range(len(chains)),
+        format_func=lambda i: "ranks " + " → ".join(str(r) for r in chains[i]["ranks"]),
+        key=f"pipeline_pick:{wk}",
+    )
+    chain = chains[which or 0]
+    pp_steps = sorted({int(r["step"]) for r in v.report.get("steps") or []})
+    pp_step = None
+    if pp_steps:
+        pp_step = right.selectbox(
+            "Step", pp_steps, index=len(pp_steps) // 2, key=f"pipeline_step:{wk}"
+        )
+    if pp_step is not None:
+        rows = data.pipeline_timeline(v.path, v.run, v.fp, int(pp_step), tuple(chain["ranks"]))
+        plot(
+            pipeline_frame(rows),
+            pipeline_bars,
+            (
+                [stage_label(i, r) for i, r in enumerate(chain["ranks"])],
+                f"Step {pp_step}: each stage's compute, transfers and waiting (ms)",
+                "ms since the step began (earliest rank, aligned clock)",
+            ),
+            f"No compute, sends or receives of these stages in step {pp_step}.",
+            key="pipeline_chart",
+        )
+    stages = chain["stages"]
+    table(
+        pd.DataFrame(
+            {
+                "Stage": [s["stage"] for s in stages],
+                "Rank": [s["rank"] for s in stages],
+                "Compute (ms per step)": [s["compute_ms"] for s in stages],
+                "Waiting for a neighbour (ms per step)": [s["wait_ms"] for s in stages],
+                "Receiving (ms per step)": [s["transfer_ms"] for s in stages],
+            }
+        ),
+        key="pipeline_stages",
+    )
+    st.caption(
+        "Stages in pipeline order (stage 0 sends first). Per step, medians over steps: compute "
+        "time; waiting for a neighbour, the pipeline's bubble (a receive before its send was "
+        "issued, a send before its receive was posted); receiving, the receives' time after "
+        "their send was issued."
     )
 
 st.subheader("Algorithm and protocol")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
 from commwall.analysis.steps import timeline
+from commwall.analysis.steps.dimension import LABELS
 from commwall.dashboard import charts, data, figures, session
 from commwall.dashboard.ui import md, steps_hint, table
 
@@ -66,6 +70,33 @@ def lanes(df: pd.DataFrame, kind: str | None = None) -> pd.Series:
     return pairs.merge(names, on=["rank", "kind"], how="left")["lane"].set_axis(df.index)
 
 
+def role_words(role: str | None) -> str | None:
+    """A process group's role (the report's `dimensions.groups`) in words: "TP" is "tensor
+    parallel", "TP+CP" "tensor parallel + context parallel", "expert TP" "expert tensor
+    parallel"; None when the role is not known or is the whole world."""
+    if not role or role in ("world", "unknown"):
+        return None
+    expert = role.startswith("expert ")
+    words = " + ".join(LABELS.get(p, p) for p in role.removeprefix("expert ").split("+"))
+    return f"expert {words}" if expert else words
+
+
+def roles_in_words(report: Mapping[str, Any]) -> dict[str | None, str]:
+    """Process group name → its role in words, for the groups whose role is known."""
+    groups = (report.get("dimensions") or {}).get("groups") or []
+    out = {g.get("pg_name"): role_words(g.get("role")) for g in groups}
+    return {k: w for k, w in out.items() if w}
+
+
+def with_roles(calls: pd.DataFrame, roles: dict[str | None, str]) -> pd.DataFrame:
+    """`calls` with `role` (its group's role in words, or None) after `op`."""
+    pg = calls["pg_name"] if "pg_name" in calls.columns else pd.Series(None, index=calls.index)
+    role = [roles.get(None if pd.isna(p) else p) for p in pg]
+    out = calls.copy()
+    out.insert(list(out.columns).index("op") + 1, "role", role)
+    return out
+
+
 #: No collective calls (a run without steps has no per-step collective table).
 NO_CALLS = pd.DataFrame(
     columns=["rank", "pg_name", "op", "instance", "ik", "bytes", "wait_ms", "start_ms", "end_ms"]
@@ -105,14 +136,20 @@ widest = widest.groupby(level=0).max()
 thin = sorted(widest[widest < MIN_LANE_SHARE * span].index)
 drawn = tracks[~tracks["kind"].isin(thin)]
 drawn = drawn.assign(lane=lanes(drawn))
-colls = colls.assign(lane=lanes(colls, "collectives"))
+colls = with_roles(colls, roles_in_words(v.report)).assign(lane=lanes(colls, "collectives"))
+# the chart's bars and legend name each call's group role beside its op, where it is known
+drawn_calls = colls.assign(
+    op=[
+        op if r is None else f"{op} · {r}" for op, r in zip(colls["op"], colls["role"], strict=True)
+    ]
+)
 order = [lane(r, k) for r in sorted(chosen) for k in ("compute", "comm", "memory", "collectives")]
 order = [x for x in order if x in {*drawn["lane"].unique(), *colls["lane"].unique()}]
 figures.chart(
     st,
     charts.timeline,
     drawn,
-    colls,
+    drawn_calls.drop(columns="role"),
     order,
     f"Step {step}: what each rank was busy with (ms)",
     "ms since the step began (earliest rank, aligned clock)",
@@ -127,6 +164,11 @@ notes = [
     f"{1000 * charts.join_gap(drawn):.2f} µs apart are drawn as one (the chart's resolution; "
     "the tooltip names the longest activity in it)."
 ]
+if colls["role"].notna().any():
+    notes.append(
+        "Each collective is named with its process group's role (tensor parallel, data "
+        "parallel, …: from the group's name, else from what its calls do)."
+    )
 if stragglers:
     notes.append(
         f"◀ straggler: rank(s) {', '.join(map(str, sorted(stragglers)))} (Stragglers page)."

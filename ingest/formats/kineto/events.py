@@ -59,6 +59,11 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b"null"))
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b"null"))
     concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b"null"))
+    dst_rank: I64 | Str | None = msgspec.field(name="Dst Rank", default=None)
+    src_rank: I64 | Str | None = msgspec.field(name="Src Rank", default=None)
+    pg_ranks: Str | list[I64] | None = msgspec.field(name="Process Group Ranks", default=None)
+    in_split: Str | list[I64] | None = msgspec.field(name="In split size", default=None)
+    out_split: Str | list[I64] | None = msgspec.field(name="Out split size", default=None)
 
 
 class Event(msgspec.Struct, gc=False):

@@ -46,6 +46,13 @@ RANK_IN_NAME = re.compile(r"(?:rank|worker)[_\-.]?(\d{1,9})(?!\d)", re.IGNORECAS
 INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 EPOCH_US_MIN = 1e15  # absolute epoch µs are ~1.5e15 and later; relative ones are far smaller
 DROPPED_CATS = frozenset({"python_function", "Trace"})
+#: The c10d ops that issue a point-to-point call on a CPU trace (their `Concrete Inputs` hold
+#: the peer's rank in the process group, third) and the op of the `gloo:*` call they issue.
+P2P_OPS = {"c10d::send": "send", "c10d::recv_": "recv"}
+#: The c10d op that issues a `gloo:all_to_all` on a CPU trace: its `Concrete Inputs` hold the
+#: output and input split sizes (fourth and fifth), its `Input Dims` the output and input.
+ALLTOALL_OP = "c10d::alltoall_base_"
+MAX_LIST = 1 << 16  # entries of a rank list or split sizes read from an arg (more: not read)
 
 
 def looks_like_kineto(head: bytes) -> bool:
@@ -281,6 +288,8 @@ def _kept_rows(
         for i, n in enumerate(values)
         if n.startswith(("ProfilerStep#", "nccl:", "record_param_comms"))
         or classify.HOST_COMM.match(n)
+        or n in P2P_OPS
+        or n == ALLTOALL_OP
     ]
     commk = [i for i, n in enumerate(values) if comm.search(n)]
     kernel = [i for i, c in enumerate(cats.dictionary.to_pylist()) if c == "kernel"]
@@ -411,6 +420,13 @@ def parse(
         if wait.any():  # the program waits for communication: not compute (classify.py)
             kind[wait] = comm
             kind[_enclosing(ts_ns, dur_ns, pid_np, tid_np, wait, kind == compute)] = other
+        for way, op_re in classify.HOST_P2P.items():  # blocking sends and receives
+            ops = cat_is({"cpu_op"}) & on_main & name_matches(op_re)
+            if ops.any():
+                moved = name_matches(classify.HOST_P2P_TRANSFER[way])
+                dur_ns = _blocking(ts_ns, dur_ns, pid_np, tid_np, ops, moved)
+                kind[ops] = comm
+                wait |= ops
     is_launch = cat_is(classify.LAUNCH_CATS)
     launch_ns, launch_row = _launch_times(_np(corr), ts_ns, is_device, is_launch)
     comm_rows = np.flatnonzero((kind == comm) & ~wait)  # a wait is no collective of its own
@@ -495,6 +511,38 @@ def _enclosing(
         hit = np.zeros(len(cand), dtype=bool)
         hit[ok] = ends[first[ok]] <= ts[cand[ok]] + dur[cand[ok]]
         out[cand[hit]] = True
+    return out
+
+
+def _blocking(
+    ts: np.ndarray,
+    dur: np.ndarray,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    ops: np.ndarray,
+    moved: np.ndarray,
+) -> np.ndarray:
+    """`dur` with each `ops` row (a blocking send or receive) lasting until its transfer
+    begins: the first `moved` row of the same process starting at or after the op, if it starts
+    before the thread's next op (classify.py). The transfer event itself is communication
+    already; the two never overlap, so that each call is one stretch of communication for the
+    decomposition. Returns a new array."""
+    out = dur.copy()
+    for p in {int(a) for a in pid[ops]}:
+        rows = np.flatnonzero(moved & (pid == p))
+        if not len(rows):
+            continue
+        order = np.argsort(ts[rows], kind="stable")
+        starts = ts[rows][order]
+        for t in {int(b) for b in tid[ops & (pid == p)]}:
+            mine = np.flatnonzero(ops & (pid == p) & (tid == t))
+            mine = mine[np.argsort(ts[mine], kind="stable")]
+            nxt = np.append(ts[mine][1:], np.iinfo(np.int64).max)
+            first = np.searchsorted(starts, ts[mine], side="left")
+            ok = first < len(starts)
+            ok[ok] &= starts[first[ok]] < nxt[ok]
+            hit = mine[ok]
+            out[hit] = starts[first[ok]] - ts[hit]
     return out
 
 
@@ -610,6 +658,8 @@ def _collectives(
     host op that launched it) say about op, sizes, process group and sequence number."""
     rows: dict[str, list] = {f.name: [] for f in COLLECTIVES}
     host = _HostOps(kept, ts_ns, dur_ns, threads) if gpu else None
+    issuers = None if gpu else _P2pIssuers(kept, ts_ns, threads)
+    splits = None if gpu else _alltoall_splits(kept, comm_rows, ts_ns)
     lr = launch_row[comm_rows]
     launcher = np.where(lr >= 0, threads[0][lr], -1).tolist(), threads[1][lr].tolist()
     launched = launch_ns[comm_rows].tolist()
@@ -622,6 +672,8 @@ def _collectives(
         pg_name = None if a.pg_name is None else str(a.pg_name)
         pg_desc, group, seq = a.pg_desc, a.group_size, a.seq
         seq_source = "Seq" if seq is not None else None
+        peer = _peer(a)
+        pg_ranks, in_splits, out_splits = _ints(a.pg_ranks), _ints(a.in_split), _ints(a.out_split)
         if host is not None:
             thread = (launcher[0][k], launcher[1][k])
             for j in host.enclosing(thread, launched[k]) if thread[0] >= 0 else []:
@@ -633,6 +685,10 @@ def _collectives(
                     in_n = in_n if in_n is not None else ha.in_nelems
                     out_n = out_n if out_n is not None else ha.out_nelems
                     dtype = dtype or ha.dtype
+                    peer = peer if peer is not None else _peer(ha)
+                    pg_ranks = pg_ranks or _ints(ha.pg_ranks)
+                    in_splits = in_splits or _ints(ha.in_split)
+                    out_splits = out_splits or _ints(ha.out_split)
                     pg_name = pg_name or (None if ha.pg_name is None else str(ha.pg_name))
                     pg_desc = pg_desc or ha.pg_desc
                     group = group or ha.group_size
@@ -657,6 +713,10 @@ def _collectives(
             op = normalize_op(name)
             in_n, dtype = _first_tensor(_raw_list(a.input_dims), _raw_list(a.input_type))
             algo = None
+            if issuers is not None and op in ("send", "recv"):
+                peer = issuers.peer(op, (int(threads[0][i]), int(threads[1][i])), int(ts_ns[i]))
+            if splits is not None and i in splits:
+                in_splits, out_splits = splits[i]
         if out_n is None and in_n is not None and op in ("allreduce", "broadcast", "alltoall"):
             out_n = in_n
         group = group or world
@@ -675,6 +735,10 @@ def _collectives(
         rows["out_bytes"].append(_bytes(out_n, size))
         rows["algo"].append(algo)
         rows["stream"].append(a.stream)
+        rows["peer"].append(peer if op in ("send", "recv") else None)
+        rows["pg_ranks"].append(pg_ranks)
+        rows["in_splits"].append(in_splits if op == "alltoall" else None)
+        rows["out_splits"].append(out_splits if op == "alltoall" else None)
     columns: dict[str, list | np.ndarray] = {
         **rows,
         "rank": np.full(len(comm_rows), rank, np.int32),
@@ -683,6 +747,88 @@ def _collectives(
         "launch_ts": launch_ns[comm_rows],
     }
     return pa.table(columns, schema=COLLECTIVES)
+
+
+def _peer(a: Args) -> int | None:
+    """The peer of a send or receive from a host op's or kernel's args (`Dst Rank` for a send,
+    `Src Rank` for a receive: only one of them is present); None when absent or no rank."""
+    for v in (a.dst_rank, a.src_rank):
+        n = _as_int(v)
+        if n is not None and 0 <= n <= INT32_MAX:
+            return n
+    return None
+
+
+class _P2pIssuers:
+    """The `c10d::send` / `c10d::recv_` ops of a CPU trace per thread: the op that issued a
+    `gloo:send` / `gloo:recv` is the latest of its kind on the same thread that starts at or
+    before it (the transfer starts inside the op, and may outlast it)."""
+
+    def __init__(
+        self, kept: dict[int, Event], ts_ns: np.ndarray, threads: tuple[np.ndarray, np.ndarray]
+    ) -> None:
+        per: dict[tuple[str, int, int], list[tuple[int, int]]] = defaultdict(list)
+        for i, e in kept.items():
+            op = P2P_OPS.get(e.name or "")
+            if op is not None:
+                per[op, int(threads[0][i]), int(threads[1][i])].append((int(ts_ns[i]), i))
+        self.kept = kept
+        self.per = {k: sorted(v) for k, v in per.items()}
+        self.starts = {k: [t for t, _ in v] for k, v in self.per.items()}
+
+    def peer(self, op: str, thread: tuple[int, int], t: int) -> int | None:
+        """The peer named by the op issuing the `op` call of `thread` that starts at `t`."""
+        key = (op, *thread)
+        j = bisect_right(self.starts.get(key, []), t)
+        if not j:
+            return None
+        ci = _raw_list((self.kept[self.per[key][j - 1][1]].args or _NO_ARGS).concrete)
+        n = _int_or_none(ci[2]) if ci and len(ci) >= 3 else None
+        return n if n is not None and 0 <= n <= INT32_MAX else None
+
+
+def _ints(v: str | list[int] | None) -> str | None:
+    """A list of non-negative integers (a JSON list, or its text as Kineto writes
+    `Process Group Ranks` and split sizes: "[0, 1]") as JSON text; None when absent, empty
+    ("[]": an even split), longer than MAX_LIST, or anything else."""
+    if isinstance(v, str):
+        if not v.startswith("[") or len(v) > 16 * MAX_LIST:
+            return None
+        try:
+            v = msgspec.json.decode(v)
+        except msgspec.DecodeError:
+            return None
+    if not isinstance(v, list) or not v or len(v) > MAX_LIST:
+        return None
+    if not all(type(x) is int and 0 <= x <= INT64_MAX for x in v):
+        return None
+    return json.dumps(v)
+
+
+def _alltoall_splits(
+    kept: dict[int, Event], comm_rows: np.ndarray, ts_ns: np.ndarray
+) -> dict[int, tuple[str | None, str | None]] | None:
+    """On a CPU trace, the split sizes (input, output) of each `gloo:all_to_all` row from the
+    `c10d::alltoall_base_` that issued it: the k-th issuing op in time order issued the k-th
+    call. Only when the counts agree and every pair's shapes do (the call's first tensor is the
+    op's output or input); else None."""
+    ops = sorted((int(ts_ns[i]), i) for i, e in kept.items() if e.name == ALLTOALL_OP)
+    calls = sorted(
+        (int(ts_ns[i]), i) for i in comm_rows.tolist() if kept[i].name == "gloo:all_to_all"
+    )
+    if not calls or len(ops) != len(calls):
+        return None
+    out = {}
+    for (_, o), (_, c) in zip(ops, calls, strict=True):
+        oa, ca = kept[o].args or _NO_ARGS, kept[c].args or _NO_ARGS
+        dims, ci = _raw_list(oa.input_dims), _raw_list(oa.concrete)
+        mine = _raw_list(ca.input_dims)
+        if not dims or len(dims) < 2 or not mine or mine[0] not in dims[:2]:
+            return None
+        if not ci or len(ci) < 5:
+            return None
+        out[c] = (_ints(ci[4]), _ints(ci[3]))  # input_split_sizes, output_split_sizes
+    return out
 
 
 def _bytes(nelems: int | None, size: int | None) -> int | None:
