@@ -29,3 +29,11 @@ def size_text(b: float | None) -> str:
             return f"{b:.0f} {unit}" if b == int(b) else f"{b:.3g} {unit}"
         b /= 1024
     return f"{b:.3g} GiB"  # unreachable: the loop returns at GiB
+
+
+def ms_text(v: float | None) -> str:
+    """A duration in milliseconds to 3 significant figures: '77.7 ms', '5.86 ms', '0.203 ms',
+    '19.0 ms', '3,058 ms'; 'n/a' when unknown."""
+    if v is None:
+        return "n/a"
+    return f"{v:#.3g}".rstrip(".") + " ms" if abs(v) < 1000 else f"{v:,.0f} ms"

@@ -13,7 +13,9 @@ import pandas as pd
 from commwall.analysis.collectives.instances import matching_sentence
 from commwall.analysis.model.summary import predicted_reason
 from commwall.analysis.report.checklist import ordered
+from commwall.analysis.units import ms_text, size_text
 from commwall.dashboard.hang_text import render_hang
+from commwall.dashboard.inspector_text import render_inspector
 from commwall.dashboard.nccl_text import render_nccl
 
 Table = Callable[[pd.DataFrame], str]
@@ -136,6 +138,8 @@ def _run_info(r: dict, table: Table) -> str:
         f"hosts: {', '.join(r.get('hosts') or []) or 'not recorded'}",
         f"time bases: {', '.join(r.get('time_bases') or [])}",
     ]
+    if r.get("capture"):  # the checks of a `commwall capture` directory
+        parts.append(f"capture: {r['capture']}")
     shown = " | ".join(parts)
     rest = {k: v for k, v in r.items() if k not in _RUN_KEYS}
     return shown + ("\n" + _generic(rest, table) if rest else "")
@@ -153,6 +157,7 @@ _RUN_KEYS = (
     "device_kind",
     "hosts",
     "time_bases",
+    "capture",
 )
 _MODEL_ROWS = (
     "step_ms",
@@ -209,10 +214,22 @@ def _model(m: dict, table: Table) -> str:
 
 
 def _diagnosis(d: dict, table: Table) -> str:
-    text = textwrap.fill(d.get("paragraph") or "not available", width=100)
-    if d.get("answer"):  # the answer at a glance first, then the paragraph behind it
-        return textwrap.fill(d["answer"], width=100) + "\n\n" + text
-    return text
+    if not d.get("answer"):
+        return textwrap.fill(d.get("paragraph") or "not available", width=100)
+    # the answer at a glance, its points, the fixes ranked; then the paragraph behind them
+    out = [textwrap.fill(d["answer"], width=100), ""]
+    for p in d.get("brief") or []:
+        out.append(textwrap.fill(p["text"], width=100, initial_indent="- ", subsequent_indent="  "))
+    fixes = d.get("fixes") or {}
+    if fixes.get("rows"):
+        out += ["", f"Fixes, replayed from {fixes['baseline']} ({ms_text(fixes['baseline_ms'])}):"]
+        width = max(len(r["fix"]) for r in fixes["rows"])
+        out.append(f"  {'fix'.ljust(width)}  {'step after':>10}  saving")
+        for r in fixes["rows"]:
+            out.append(
+                f"  {r['fix'].ljust(width)}  {ms_text(r['step_ms']):>10}  −{r['saving_pct']:.0f}%"
+            )
+    return "\n".join([*out, "", textwrap.fill("In detail: " + d["paragraph"], width=100)])
 
 
 def _decomposition(d: dict, table: Table) -> str:
@@ -238,6 +255,31 @@ def render_replay(r: dict, table: Table) -> str:
     return head + "\n" + table(pd.DataFrame(rows))
 
 
+def _fabric(f: dict, table: Table) -> str:
+    """The run's collective classes against nccl-tests on the same fabric."""
+    if not f.get("present"):
+        return f"not available: {f.get('reason')}"
+    rows = [
+        {
+            "op": c["op"],
+            "size": size_text(c["size_bytes"]),
+            "calls": c["n_calls"],
+            "training busbw GB/s": round(c["busbw_GBps"], 2),
+            "nccl-tests busbw GB/s": None
+            if c["baseline_busbw_GBps"] is None
+            else round(c["baseline_busbw_GBps"], 2),
+            "ratio %": None if c["ratio"] is None else round(100 * c["ratio"]),
+            "baseline": c["baseline"] or "-",
+        }
+        for c in f["classes"][:MAX_TEXT_ROWS]
+    ]
+    more = f["n_classes"] - len(rows)
+    tail = f"\n… {len(rows)} of {f['n_classes']} classes shown" if more > 0 else ""
+    return (
+        "\n".join([textwrap.fill(f["sentence"] or "", width=100), table(pd.DataFrame(rows))]) + tail
+    )
+
+
 _MARKS = {"attention": "[!]", "ok": "[ok]", "not_observable": "[?]", "not_applicable": "[-]"}
 
 
@@ -251,6 +293,51 @@ def _checklist(items: list[dict], table: Table) -> str:
         if it.get("action") and it["status"] != "ok":
             out.append(f"      action: {it['action']}")
     return "\n".join(out)
+
+
+def _pipeline(p: dict, table: Table) -> str:
+    if not p.get("available"):
+        return f"not available: {p.get('reason') or 'no pipeline found'}"
+    out = [textwrap.fill(str(p.get("sentence") or ""), width=100)]
+    for c in p.get("pipelines") or []:
+        formula = c.get("bubble_formula")
+        bubble = f", bubble formula {100 * formula:.0f}%" if formula is not None else ""
+        out.append(
+            f"pipeline of ranks {', '.join(map(str, c['ranks']))}: "
+            f"{c['micro_batches']} micro-batches per step{bubble}; replayed step "
+            f"{ms_text(c.get('step_ms'))}, stages balanced {ms_text(c.get('balanced_step_ms'))}"
+        )
+        stages = pd.DataFrame(c["stages"])
+        out.append(
+            table(
+                stages.rename(
+                    columns=lambda k: k.replace("_ms", " (ms per step)").replace("_", " ")
+                )
+            )
+        )
+    return "\n".join(out)
+
+
+def _dimensions(d: dict, table: Table) -> str:
+    run = d.get("run") or []
+    if not run:
+        return f"not available: {d.get('reason') or 'no communication to split'}"
+    rows = pd.DataFrame(run)[
+        ["label", "exposed_ms", "exposed_transfer_ms", "exposed_wait_ms", "share_of_step"]
+    ]
+    rows["share_of_step"] = (100 * rows["share_of_step"]).round(1)
+    head = (
+        f"exposed communication by parallelism dimension, ms per step (of the "
+        f"{ms_text(d.get('step_ms'))} step, {ms_text(d.get('exposed_comm_ms'))} exposed):"
+    )
+    names = {
+        "label": "dimension",
+        "exposed_ms": "exposed",
+        "exposed_transfer_ms": "transfer",
+        "exposed_wait_ms": "waiting",
+        "share_of_step": "% of the step",
+    }
+    return head + "\n" + table(rows.rename(columns=names))
 
 
 #: Renderers per report key; keys without one are printed generically.
@@ -268,6 +355,10 @@ RENDERERS: dict[str, Callable[[Any, Table], str]] = {
     "collectives": _collectives,
     "nccl": render_nccl,
     "hang": render_hang,
+    "fabric": _fabric,
+    "pipeline": _pipeline,
+    "dimensions": _dimensions,
+    "inspector": render_inspector,
 }
 
 TITLES = {
@@ -282,6 +373,10 @@ TITLES = {
     "collectives": "Collectives across ranks",
     "nccl": "NCCL logs",
     "hang": "Hang (Flight Recorder)",
+    "fabric": "Collectives against nccl-tests on this fabric",
+    "pipeline": "Pipeline stages",
+    "dimensions": "The step by parallelism dimension",
+    "inspector": "Over the whole run (NCCL Inspector)",
 }
 
 

@@ -14,6 +14,22 @@ KIND_COLORS = alt.Scale(
 #: Every colour legend: below its chart, labels never cut short (Vega's default cuts at 160 px).
 LEGEND: dict[str, Any] = {"orient": "bottom", "labelLimit": 0, "titleLimit": 0, "columns": 4}
 FLAG_COLORS = alt.Scale(domain=[False, True], range=["#9ecae9", "#e45756"])
+#: One colour per part of the step on every chart (Overview, Compare, Timeline, the post-mortem
+#: and the docs): compute blues (as the Timeline's compute), communication red (transfer) and
+#: orange (waiting, as the Timeline's wait lane), memory grey, idle light grey.
+PART_COLOR = {
+    "compute_only_ms": "#4c78a8",
+    "compute_overlapped_ms": "#72b7b2",
+    "exposed_transfer_ms": "#e45756",
+    "exposed_wait_ms": "#f58518",
+    "exposed_comm_ms": "#e45756",
+    "memory_only_ms": "#b5b5b5",
+    "idle_ms": "#dddddd",
+}
+#: Collectives on the Timeline: colours apart from compute's blue and communication's red.
+OP_COLORS = ["#7570b3", "#1b9e77", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+#: The fewest values a histogram is drawn from: below it the bins are single points.
+HISTOGRAM_MIN_POINTS = 50
 #: Charts fill their column (Streamlit's width="stretch"); heights are set here.
 ROW_PX = (8, 20)  # height per rank of a heatmap row: least, most
 
@@ -115,7 +131,7 @@ def histogram(df: pd.DataFrame, value: str, title: str, x_title: str) -> alt.Cha
         .mark_bar()
         .encode(
             x=alt.X(f"{value}:Q", bin=alt.Bin(maxbins=30), title=x_title),
-            y=alt.Y("count()", title="rank-steps"),
+            y=alt.Y("count()", title="rank-steps", axis=alt.Axis(tickMinStep=1, format="d")),
         )
         .properties(height=160)
     )
@@ -195,7 +211,9 @@ def timeline(
             x=alt.X("start_ms:Q"),
             x2=alt.X2("end_ms"),
             y=y,
-            color=alt.Color("op:N", title="collective", legend=LEGEND),
+            color=alt.Color(
+                "op:N", title="collective", legend=LEGEND, scale=alt.Scale(range=OP_COLORS)
+            ),
             tooltip=tips(
                 colls, ["rank", "pg_name", "op", "instance", "bytes", "wait_ms", "start_ms"]
             ),
@@ -410,7 +428,9 @@ def stacked_parts(
             color=alt.Color(
                 "part:N",
                 sort=list(parts.values()),
-                scale=alt.Scale(domain=list(parts.values()), range=PART_COLORS),
+                scale=alt.Scale(
+                    domain=list(parts.values()), range=[PART_COLOR.get(k, "#999999") for k in parts]
+                ),
                 legend=alt.Legend(orient="bottom", columns=3, labelLimit=260, title=None),
             ),
             order=alt.Order("order:Q"),
@@ -418,7 +438,3 @@ def stacked_parts(
         )
         .properties(height=row_step(df[y]))
     )
-
-
-#: Colours of the six parts of a step: compute greens, communication reds, memory, idle grey.
-PART_COLORS = ["#2e7d32", "#81c784", "#c62828", "#ef9a9a", "#5c6bc0", "#bdbdbd"]

@@ -21,21 +21,10 @@ import pandas as pd
 
 import commwall.addrspace as addrspace
 from commwall.analysis.steps.summary import PART_LABELS
-from commwall.dashboard.charts import KIND_COLORS, LEGEND
+from commwall.dashboard.charts import KIND_COLORS, LEGEND, PART_COLOR
 
 WIDTH = 620
-PART_COLORS = alt.Scale(
-    domain=[
-        "compute_only_ms",
-        "compute_overlapped_ms",
-        "exposed_transfer_ms",
-        "exposed_wait_ms",
-        "exposed_comm_ms",
-        "memory_only_ms",
-        "idle_ms",
-    ],
-    range=["#4c78a8", "#72b7b2", "#e45756", "#f58518", "#e45756", "#b5b5b5", "#eeeeee"],
-)
+PART_COLORS = alt.Scale(domain=list(PART_COLOR), range=list(PART_COLOR.values()))
 LANE_COLORS = alt.Scale(
     domain=["compute", "comm", "memory", "wait"],
     range=[*KIND_COLORS.range, "#f58518"],

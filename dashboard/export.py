@@ -18,17 +18,22 @@ from typing import Any
 import pandas as pd
 
 from commwall.analysis.compare.diff import change_sentence
+from commwall.analysis.fabric.baseline import OP_WORDS
 from commwall.analysis.model import whatif
 from commwall.analysis.report.checklist import evaluate
 from commwall.analysis.safe_text import visible
 from commwall.analysis.steps import summary
 from commwall.analysis.steps.verdict import verdict
+from commwall.dashboard.inspector_text import postmortem_rows, summary_line
 
 #: Report keys with a section of their own below; any other key is shown generically.
 HANDLED = {
     "run", "run_info", "summary", "ranks", "steps", "stragglers", "collectives", "model",
-    "nccl", "checklist", "decomposition", "diagnosis", "replay", "hang",
+    "nccl", "checklist", "decomposition", "diagnosis", "replay", "hang", "inspector",
+    "fabric",
 }  # fmt: skip
+#: The heading of the NCCL Inspector section (only when the run has Inspector output).
+INSPECTOR_HEADING = "Over the whole run (NCCL Inspector)"
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:60rem;
 color:#222;line-height:1.4}
@@ -122,6 +127,13 @@ def answer_text(report: Mapping[str, Any]) -> str | None:
     """The diagnosis's answer at a glance (at most 25 words), when the report has one."""
     d = report.get("diagnosis") or {}
     return str(d["answer"]) if isinstance(d, dict) and d.get("answer") else None
+
+
+def brief_items(report: Mapping[str, Any]) -> list[str]:
+    """The diagnosis's brief points (at most five), when the report has them."""
+    d = report.get("diagnosis") or {}
+    brief = d.get("brief") if isinstance(d, dict) else None
+    return [str(p["text"]) for p in brief or [] if isinstance(p, dict) and p.get("text")]
 
 
 def diagnosis_text(report: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -229,6 +241,27 @@ def collective_rows(report: Mapping[str, Any]) -> list[dict]:
             "total wait (ms)": _num(o.get("wait_ms_total")),
         }
         for o in (report.get("collectives") or {}).get("ops") or []
+    ]
+
+
+def fabric_rows(report: Mapping[str, Any]) -> list[dict] | str:
+    """The run's collective classes against nccl-tests on its fabric (the `fabric` section),
+    or why there is no comparison."""
+    f = report.get("fabric")
+    if not isinstance(f, dict) or not f.get("present"):
+        why = f.get("reason") if isinstance(f, dict) else None
+        return f"{NA}: {why or 'no fabric section'}"
+    return [
+        {
+            "op": OP_WORDS.get(c.get("op") or "", c.get("op")),
+            "size (B)": _num(c.get("size_bytes"), 0),
+            "calls": c.get("n_calls"),
+            "training busbw (GB/s)": _num(c.get("busbw_GBps")),
+            "nccl-tests busbw (GB/s)": _num(c.get("baseline_busbw_GBps")),
+            "training ÷ nccl-tests": _pct(c.get("ratio")),
+            "priced from": c.get("baseline") or "—",
+        }
+        for c in f.get("classes") or []
     ]
 
 
@@ -531,6 +564,9 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     p.append("<h2 id='diagnosis'>Diagnosis</h2>")
     if a := answer_text(report):
         p.append(f"<p class='answer'><b>{esc(a)}</b></p>")
+    if items := brief_items(report):
+        p.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in items) + "</ul>")
+        p.append("<h3>In detail</h3>")
     p.append(f"<p class='diagnosis'>{esc(para)}</p>")
     if cause:
         p.append(f"<p>Cause: <b>{esc(cause)}</b></p>")
@@ -573,6 +609,10 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     p.append(f"<p>{esc(sv or NA)}</p>" + _html_table(straggler_rows(report)))
     p.append("<h2 id='collectives'>Collectives</h2>")
     p.append(_html_table(collective_rows(report)))
+    p.append("<h2 id='fabric'>Collectives against nccl-tests on this fabric</h2>")
+    if (report.get("fabric") or {}).get("sentence"):
+        p.append(f"<p>{esc(report['fabric']['sentence'])}</p>")
+    p.append(_html_table(fabric_rows(report)))
     p.append("<h2 id='nccl'>NCCL</h2>")
     n = report.get("nccl") or {}
     findings = n.get("findings") or []
@@ -583,6 +623,10 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     hang_text, hang_table = hang_rows(report)
     p.append(f"<h2 id='hang'>Hang (Flight Recorder)</h2><p>{esc(hang_text)}</p>")
     p.append(_html_table(hang_table) if hang_table else "")
+    if (ins := report.get("inspector") or {}).get("present"):
+        p.append(f"<h2 id='inspector'>{INSPECTOR_HEADING}</h2><p>{esc(summary_line(ins))}</p>")
+        p.append("<ul>" + "".join(f"<li>{esc(_text(f))}</li>" for f in ins["findings"]) + "</ul>")
+        p.append(_html_table(rows) if (rows := postmortem_rows(ins)) else "")
     p.append("<h2 id='checklist'>Checklist</h2><ul>")
     for item in checklist(report):
         status = str(item.get("status"))
@@ -647,6 +691,8 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
            "## Diagnosis", ""]  # fmt: skip
     if a := answer_text(report):
         out += [f"**{_md(a)}**", ""]
+    if items := brief_items(report):
+        out += [*(f"- {_md(x)}" for x in items), "", "### In detail", ""]
     out += [_md(para) if a else f"**{_md(para)}**", ""]
     if cause:
         out += [f"Cause: {_md(cause)}", ""]
@@ -664,6 +710,7 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
         ("Summary (means over ranks and steps)", summary_rows(report)),
         ("Stragglers", straggler_rows(report)),
         ("Collectives", collective_rows(report)),
+        ("Collectives against nccl-tests on this fabric", fabric_rows(report)),
         ("NCCL", nccl_rows(report) or (report.get("nccl") or {}).get("hint") or NA),
         ("Per rank (whole trace)", rank_rows(report)),
     ]
@@ -681,6 +728,10 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
     hang_text, hang_table = hang_rows(report)
     out += ["## Hang (Flight Recorder)", "", _md(hang_text), ""]
     out += [_md_table(hang_table), ""] if hang_table else []
+    if (ins := report.get("inspector") or {}).get("present"):
+        out += [f"## {INSPECTOR_HEADING}", "", _md(summary_line(ins)), ""]
+        out += [*(f"- {_md(f)}" for f in ins["findings"]), ""]
+        out += [_md_table(rows), ""] if (rows := postmortem_rows(ins)) else []
     out += ["## Checklist", ""]
     out += [
         f"- **{_md(str(i.get('status')).replace('_', ' '))}** — {_md(i.get('title'))}: "

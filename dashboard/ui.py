@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from commwall.analysis.safe_text import visible, visible_column
+from commwall.analysis.units import ms_text
 from commwall.dashboard import figures
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&\"'])")
@@ -35,18 +36,21 @@ def md_code(text: object) -> str:
 
 
 def fmt_ms(v: float | None) -> str:
-    """Milliseconds with three decimals, or n/a."""
-    return "n/a" if v is None else f"{v:.3f} ms"
+    """Milliseconds to three significant figures, or n/a."""
+    return ms_text(v)
 
 
 def fmt_ratio(v: float | None) -> str:
-    """A dimensionless ratio with three decimals, or n/a."""
-    return "n/a" if v is None else f"{v:.3f}"
+    """A dimensionless ratio to three significant figures, or n/a."""
+    return "n/a" if v is None else f"{v:#.3g}".rstrip(".")
 
 
 def fmt_pct(v: float | None) -> str:
-    """A fraction as a percentage with one decimal, or n/a."""
-    return "n/a" if v is None else f"{100 * v:.1f}%"
+    """A fraction as a percentage to three significant figures (at most one decimal), or
+    n/a."""
+    if v is None:
+        return "n/a"
+    return f"{100 * v:.1f}%" if abs(v) < 1 else f"{100 * v:.0f}%"
 
 
 def plot(
@@ -96,12 +100,33 @@ def table(df: pd.DataFrame, key: str | None = None, where: Any = st) -> None:
     df = df.dropna(axis=1, how="all")
     text = df.select_dtypes(include=["object", "string"]).columns
     df = df.fillna(dict.fromkeys(text, "—"))
+    for col in df.select_dtypes(include=["float"]).columns:  # 3 significant figures
+        df[col] = df[col].map(lambda x: float(f"{x:.3g}") if pd.notna(x) else x)
     for col in text:  # a column mixing text and numbers is shown as text (Arrow needs one type)
         if df[col].map(lambda v: isinstance(v, str)).nunique() > 1:
             df[col] = df[col].map(_as_text)
         df[col] = visible_column(df[col])
     labels = {c: st.column_config.Column(column_label(str(c))) for c in df.columns}
     where.dataframe(df, hide_index=True, key=key, column_config=labels)
+
+
+#: The formats of a run's files in words (ingest's format names), singular and plural.
+FILE_KINDS = {
+    "kineto": ("Kineto trace", "Kineto traces"),
+    "nsys": ("Nsight Systems export", "Nsight Systems exports"),
+    "nccl_log": ("NCCL log", "NCCL logs"),
+    "flight_recorder": ("Flight Recorder dump", "Flight Recorder dumps"),
+    "inspector": ("NCCL Inspector log", "NCCL Inspector logs"),
+}
+
+
+def files_text(files: Mapping[str, int]) -> str:
+    """'8 Kineto traces, 1 NCCL log' for a run's file counts by format."""
+    out = []
+    for kind, n in files.items():
+        one, many = FILE_KINDS.get(kind, (kind.replace("_", " "), kind.replace("_", " ")))
+        out.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(out)
 
 
 #: Column headers in words where the rule of `column_label` would not say it well.
@@ -132,10 +157,25 @@ def column_label(name: str) -> str:
     "wait (ms)")."""
     if name in COLUMN_LABELS:
         return COLUMN_LABELS[name]
+    stat = ""
+    for s in STATS:  # 'busbw_GBps_median' → 'bus bandwidth, median (GB/s)'
+        if name.endswith(f"_{s}"):
+            name, stat = name[: -len(s) - 1], f", {s}"
+            break
     for suffix, unit in (("_ms", "ms"), ("_GBps", "GB/s"), ("_bytes", "bytes"), ("_pct", "%")):
         if name.endswith(suffix):
-            return f"{name[: -len(suffix)].replace('_', ' ')} ({unit})"
-    return name.replace("_", " ")
+            return f"{_words(name[: -len(suffix)])}{stat} ({unit})"
+    return _words(name) + stat
+
+
+#: Statistics a column's name may end with.
+STATS = ("median", "mean", "p90", "p10", "max", "min", "total")
+#: Abbreviations in column names, in words.
+WORDS = {"busbw": "bus bandwidth", "algbw": "algorithm bandwidth", "ms": "ms"}
+
+
+def _words(name: str) -> str:
+    return " ".join(WORDS.get(w, w) for w in name.split("_"))
 
 
 def prose(df: pd.DataFrame, text: str, where: Any = st) -> None:

@@ -12,6 +12,8 @@ import pytest
 from conftest import SAMPLES
 
 from commwall.analysis.report.answer import MAX_WORDS, words
+from commwall.analysis.report.brief import MAX_POINTS
+from commwall.analysis.report.brief import MAX_WORDS as MAX_POINT_WORDS
 from commwall.cli.main import main
 
 RUNS = sorted(d.name for d in SAMPLES.iterdir() if d.is_dir())
@@ -41,7 +43,9 @@ def test_the_answer_names_the_cause_and_the_culprit(reports, run, capsys):
     db = reports
     capsys.readouterr()
     assert main(["report", "--db", db, "--run", run, "--format", "json"]) == 0
-    a = json.loads(capsys.readouterr().out)["diagnosis"]["answer"]
+    d = json.loads(capsys.readouterr().out)["diagnosis"]
+    a = d["answer"]
+    assert d["headline"] == a  # the headline is the answer at a glance
     assert 0 < words(a) <= MAX_WORDS, a
     assert not INTERNALS.search(a), a
     culprit = truth(run)
@@ -63,3 +67,24 @@ def test_the_demo_prints_the_answers(reports, capsys):
     lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines()[:-1])
     assert lines["gloo_4rank_sleep"].startswith("Data transfer sets the")
     assert "rank 2" in lines["gloo_4rank_sleep"] and "shared CPUs" in lines["gloo_4rank_sleep"]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_brief_points_and_the_fixes(reports, run, capsys):
+    """At most five points of at most 40 words, in words; the culprit the generator injected is
+    the one the "who" point names; no fix reads longer than the step it starts from."""
+    capsys.readouterr()
+    assert main(["report", "--db", reports, "--run", run, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)["diagnosis"]
+    assert 0 < len(d["brief"]) <= MAX_POINTS
+    for p in d["brief"]:
+        assert words(p["text"]) <= MAX_POINT_WORDS, p
+        assert not INTERNALS.search(p["text"]), p
+    culprit = truth(run)
+    who = [p["text"] for p in d["brief"] if p["topic"] in ("who", "hang")]
+    if culprit is not None and culprit >= 0:
+        assert re.search(rf"\b[Rr]ank {culprit}\b", who[0]), who
+    fixes = d["fixes"]
+    savings = [r["saving_ms"] for r in fixes["rows"]]
+    assert savings == sorted(savings, reverse=True) and all(x > 0 for x in savings)
+    assert all(r["step_ms"] < fixes["baseline_ms"] for r in fixes["rows"])

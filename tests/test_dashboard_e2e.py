@@ -8,6 +8,8 @@ Screenshots and timings go to test-artifacts/dashboard/ (git-ignored).
 from __future__ import annotations
 
 import json
+import os
+import re
 import statistics
 import subprocess
 import time
@@ -41,6 +43,8 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api")
 
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
+#: Set to regenerate docs/screenshots from this test's pages (the DLRM run).
+SCREENSHOTS_ENV = "COMMWALL_UPDATE_SCREENSHOTS"
 TITLES = {k: title for k, (_, title, _) in nav.PAGES.items()}
 VIEWPORT = {"width": 1280, "height": 800}
 
@@ -76,6 +80,25 @@ def empty_server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("e2e") / "store.duckdb", ARTIFACTS / "server.log")
     yield s
     s.stop()
+
+
+#: A Python value printed as text: None, True/False as words alone, a dict or a list repr.
+PYTHON_LITERAL = re.compile(r"\bNone\b|\bnan\b|\{'|\['|\bTrue\b|\bFalse\b")
+
+
+def report_keys(report: object) -> set[str]:
+    """Every snake_case key of the report's JSON (a column or field name): none may show on a
+    page as text."""
+    keys: set[str] = set()
+    if isinstance(report, dict):
+        for k, v in report.items():
+            if "_" in str(k):
+                keys.add(str(k))
+            keys |= report_keys(v)
+    elif isinstance(report, list):
+        for v in report:
+            keys |= report_keys(v)
+    return keys
 
 
 def open_page(page, key: str) -> float:
@@ -140,12 +163,19 @@ def test_upload_dlrm_and_open_every_page(browser, empty_server):
     assert shown == overview_metrics(s)
     page.screenshot(path=str(ARTIFACTS / "overview.png"))
     times = {}
+    report = cli_json("report", "--db", str(empty_server.db), "--run", "dlrm")
+    internals = report_keys(report)
     for key in nav.PAGES:
         times[key] = open_page(page, key)
         no_exception(page)
         assert_charts_fit(page, key)
+        text = page.get_by_test_id("stMain").inner_text()
+        assert not (set(re.findall(r"\b\w+\b", text)) & internals), (key, text[:3000])
+        assert not PYTHON_LITERAL.search(text), (key, PYTHON_LITERAL.search(text))
         page.screenshot(path=str(ARTIFACTS / f"{key}.png"))
-    report = cli_json("report", "--db", str(empty_server.db), "--run", "dlrm")
+        if os.environ.get(SCREENSHOTS_ENV) and key != "hang":  # the docs' pictures; the Hang
+            # page's is of a hung run (docs/hangs.md), not of this one
+            page.screenshot(path=str(ROOT / "docs" / "screenshots" / f"{key}.png"))
     open_page(page, "checklist")
     counts = page.get_by_test_id("stMetricValue").all_inner_texts()
     want = [sum(i["status"] == s for i in report["checklist"]) for s in ("attention", "ok")]

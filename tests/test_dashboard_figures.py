@@ -241,3 +241,28 @@ def test_a_charts_height_is_its_plots_and_compositions_keep_streamlits_sizing():
     single, composed = sink.specs
     assert single["autosize"] == {"type": "fit-x", "contains": "padding"}
     assert "autosize" not in composed
+
+
+def test_each_part_of_the_step_has_one_colour_on_every_chart():
+    """The Overview's stacked bars (charts.stacked_parts) and the Compare page's and the
+    post-mortem's decomposition (doc_charts.decomposition) colour each part alike."""
+    import pandas as pd
+
+    from commwall.analysis.steps.summary import PART_LABELS
+    from commwall.dashboard import charts, doc_charts
+
+    keys = [k for k in PART_LABELS if k in charts.PART_COLOR]
+    wide = pd.DataFrame({"rank": [0], **{k: [1.0] for k in keys}})
+    overview = charts.stacked_parts(wide, "rank", {k: PART_LABELS[k] for k in keys}, "t")
+    enc = overview.to_dict()["encoding"]["color"]["scale"]
+    by_label_overview = dict(zip(enc["domain"], enc["range"], strict=True))
+    long = pd.DataFrame({"rank": [0] * len(keys), "part": keys, "ms": [1.0] * len(keys)})
+    compare = doc_charts.decomposition(long, "t").to_dict()["encoding"]["color"]["scale"]
+    by_label_compare = dict(zip(compare["domain"], compare["range"], strict=True))
+    assert by_label_overview == by_label_compare
+    assert len(set(by_label_overview.values())) == len(keys)  # parts told apart
+    # the Timeline's compute and communication are the parts' compute and transfer colours
+    kinds = dict(zip(charts.KIND_COLORS.domain, charts.KIND_COLORS.range, strict=True))
+    assert kinds["compute"] == charts.PART_COLOR["compute_only_ms"]
+    assert kinds["comm"] == charts.PART_COLOR["exposed_transfer_ms"]
+    assert not set(charts.OP_COLORS) & set(kinds.values())  # collectives apart from both

@@ -1,4 +1,4 @@
-"""The diagnosis' wording rules on step figures given by hand: the headline's wall words follow
+"""The diagnosis' wording rules on step figures given by hand: the opening sentence's wall words follow
 the exposed shares (a wall, a wall only by transfer and waiting together, none), and the largest
 fix says the network does not set the step exactly when it beats hiding all communication.
 The truth of each row is the arithmetic written beside it, not the code's output."""
@@ -62,7 +62,7 @@ def report(transfer: float, wait: float, idle: float, whatifs: list[tuple[str, f
 )
 def test_headline_opening_follows_the_shares(transfer, wait, opening):
     d = diagnose(report(transfer, wait, 2.0, [("transfer_hidden", transfer)]))
-    assert d["headline"].startswith(opening)
+    assert d["opening"].startswith(opening)
     assert d["wall"] == (transfer + wait > 10.0)
 
 
@@ -138,8 +138,8 @@ def test_without_matched_collectives_the_wall_is_not_called_transfer():
     rep = report(30.0, 0.0, 2.0, [("transfer_hidden", 30.0)])
     del rep["stragglers"]
     d = diagnose(rep)
-    assert d["headline"].startswith("Communication wall (transfer and waiting not told apart):")
-    assert "mostly" not in d["headline"] and "of data transfer" not in d["headline"]
+    assert d["opening"].startswith("Communication wall (transfer and waiting not told apart):")
+    assert "mostly" not in d["opening"] and "of data transfer" not in d["opening"]
     assert "bandwidth-bound" not in d["paragraph"] and "transfer and waiting not told" in d["label"]
 
 
@@ -189,19 +189,19 @@ def test_a_culprits_idle_is_set_against_the_other_ranks():
     [
         # the late rank's fix saves 38 ms, hiding all communication 29: the rank sets the step
         ([("straggler_fixed", 38.0), ("comm_hidden", 29.0)],
-         "Communication wall, set by the late rank's own pace, not the network:", "synchronisation"),
+         "The late rank's own pace, not the network, sets the step:", "synchronisation"),
         # it saves less than hiding all communication: the shares decide, as before
         ([("straggler_fixed", 20.0), ("comm_hidden", 29.0)],
          "Communication wall, mostly data transfer:", "bandwidth"),
         ([("idle_removed", 31.0), ("comm_hidden", 29.0)],
-         "Communication wall, set by the idle host time, not the network:", "host"),
+         "The idle host time, not the network, sets the step:", "host"),
     ],
 )  # fmt: skip
 def test_the_headline_follows_the_replay_when_the_network_does_not_set_the_step(
     whatifs, opening, cause
 ):
     d = diagnose(report(30.0, 5.0, 2.0, whatifs))
-    assert d["headline"].startswith(opening) and d["cause"] == cause
+    assert d["opening"].startswith(opening) and d["cause"] == cause
 
 
 @pytest.mark.parametrize(

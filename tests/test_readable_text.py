@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import SAMPLES
 
 from commwall.analysis import db
 from commwall.analysis.collectives.instances import matching_sentence
+from commwall.analysis.hangs.section import shapes_text
 from commwall.dashboard.export import postmortem
 from commwall.ingest import discover, store
 
@@ -47,7 +49,10 @@ def test_table_headers_are_words():
 
     assert column_label("wait_caused_ms") == "wait caused on peers (ms)"
     assert column_label("exposed_wait_ms") == "exposed wait (ms)"
-    assert column_label("peak_busbw_GBps") == "peak busbw (GB/s)"
+    assert column_label("peak_busbw_GBps") == "peak bus bandwidth (GB/s)"
+    # the Collectives page's per-op table: a statistic before the unit
+    assert column_label("busbw_GBps_median") == "bus bandwidth, median (GB/s)"
+    assert column_label("transfer_ms_median") == "transfer, median (ms)"
     assert column_label("op_type") == "op type"
     assert column_label("rank") == "rank"
     for name in ("n_last", "late_fraction", "compute_ratio", "start_delay_ms", "top_rank"):
@@ -71,3 +76,17 @@ def test_the_models_advice_is_withheld_when_its_fit_is_uncertain():
     assert predicted_reason({"status": "calibrated", "predicted": {}}) is None
     quiet = {"verdict": "compute-bound", "reason": "exposed communication is 2.1% of the step"}
     assert predicted_reason({**model, "predicted": quiet}) == quiet["reason"]  # nothing withheld
+
+
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [
+        # fr_size's dumps: rank 1 all-gathers 2048 elements where the others gather 1024
+        ("[[2048]] -> [[4, 2048]]", "2048 in, 4×2048 out"),
+        ("[[1024], [3, 2]] -> [[4, 1024]]", "1024 and 3×2 in, 4×1024 out"),
+        ("[[]] -> [[]]", "scalar in, scalar out"),
+        ("not a shape", "not a shape"),  # left as it is
+    ],
+)
+def test_flight_recorder_shapes_in_words(record, words):
+    assert shapes_text(record) == words

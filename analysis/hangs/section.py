@@ -4,6 +4,7 @@ whether or not the run has dumps."""
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 import duckdb
@@ -90,6 +91,8 @@ def cause_sentence(
         values = [*finding["culprit_values"], finding["expected"]]
         if kind == "op":  # 'gloo:all_reduce' → 'all_reduce'
             values = [v.split(":", 1)[-1] for v in values]
+        if kind == "size":  # '[[2048]] -> [[4, 2048]]' → '2048 in, 4×2048 out'
+            values = [shapes_text(v) for v in values]
         got, expected = " / ".join(values[:-1]), values[-1]
         verb = {"op": "called", "dtype": "passed dtypes", "size": "passed shapes"}[kind]
         tail = "" if kind == "op" else f" to {op}"
@@ -101,6 +104,25 @@ def cause_sentence(
     if group["missing_dumps"]:
         s += f" No dump from {ranks_text(group['missing_dumps'])}: they may be the cause."
     return s
+
+
+def shapes_text(v: str) -> str:
+    """A Flight Recorder size record ('[[2048]] -> [[4, 2048]]': input shapes, then output
+    shapes) in words ('2048 in, 4×2048 out'); `v` unchanged when it is not of that form."""
+    sides = [x.strip() for x in str(v).split("->")]
+    try:
+        parsed = [ast.literal_eval(x) for x in sides]
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return str(v)
+    if len(parsed) > 2 or not all(isinstance(p, list) for p in parsed):
+        return str(v)
+
+    def tensors(p: list) -> str:
+        dims = ["×".join(str(d) for d in t) if isinstance(t, list) else str(t) for t in p]
+        return " and ".join(d or "scalar" for d in dims) or "nothing"
+
+    words = [tensors(p) for p in parsed]
+    return f"{words[0]} in, {words[1]} out" if len(words) == 2 else words[0]
 
 
 def quiet_sentence(group: dict) -> str:

@@ -7,6 +7,8 @@ The rules, first that applies:
 2. a flagged straggler, when waiting for late ranks is at least as large as data transfer or
    the replay says the late rank sets the step: that rank and why it is late (more compute,
    a late start, or late without more compute);
+2b. a pipeline (analysis/report/pipeline.py) at the wall whose waiting is at least its
+   transfer: the stage that computes longest, or the bubble of balanced stages;
 3. otherwise the diagnosis's cause (idle host, device stalls, data transfer, waiting, memory
    copies, compute), with the step, its share and the first thing to look at; on CPU traces
    whose ranks share a host, data transfer is said to run on shared cores, since that changes
@@ -22,7 +24,12 @@ from typing import Any
 from commwall.analysis.hangs.section import spans
 from commwall.analysis.policy import COMPUTE_MAJORITY
 from commwall.analysis.report.culprits import fmt_pct as _pct
+from commwall.analysis.steps.verdict import BOUNDS
+from commwall.analysis.units import ms_text as _ms
 
+#: A pipeline's slowest stage sets the step when balancing the stages saves at least this share
+#: of what the replay's best fix saves.
+STAGE_FIX_SHARE = 0.5
 #: The most words the answer has.
 MAX_WORDS = 25
 #: The step's non-compute parts as the answer names them.
@@ -32,13 +39,6 @@ PARTS = {
     "idle_ms": "idle time",
     "memory_only_ms": "memory copies",
 }
-
-
-def _ms(v: float | None) -> str:
-    """3 significant figures: 77.7 ms, 5.86 ms, 0.203 ms."""
-    if v is None:
-        return "n/a"
-    return f"{v:.3g} ms" if abs(v) < 1000 else f"{v:,.0f} ms"
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -123,6 +123,41 @@ def _straggler(c: Mapping[str, Any], step: float | None) -> str:
     )
 
 
+def _fixes(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The replay's what-ifs that are fixes (its bounds left out)."""
+    ws = (report.get("replay") or {}).get("whatifs") or []
+    return [w for w in ws if w.get("key") not in BOUNDS]
+
+
+def _pipeline(report: Mapping[str, Any], step: float | None, transfer_first: bool) -> str | None:
+    """The pipeline's stage that sets the step (or its bubble), when the report found a
+    pipeline (analysis/report/pipeline.py); with `transfer_first`, a clause for after the
+    transfer's sentence instead."""
+    pl = report.get("pipeline") or {}
+    if not pl.get("available") or not pl.get("pipelines"):
+        return None
+    p = pl["pipelines"][0]
+    if p.get("balanced") or not p.get("compute_ratio"):
+        if transfer_first:
+            return None
+        return (
+            f"The pipeline bubble sets the {_ms(step)} step: balanced stages wait for each "
+            "other — more micro-batches per step shrink it."
+        )
+    slow = p["stages"][p["slowest_stage"]]
+    balanced, now = p.get("balanced_step_ms"), p.get("step_ms")
+    best = max((w.get("saving_ms") or 0 for w in _fixes(report)), default=0.0)
+    sets = balanced is not None and now is not None and now - balanced >= STAGE_FIX_SHARE * best
+    if transfer_first or not sets:  # balancing is not the fix: the stage is a clause
+        ratio = p["compute_ratio"]
+        return f"stage {slow['stage']} (rank {slow['rank']}) computes {ratio:.1f}× the others"
+    return (
+        f"Stage {slow['stage']} (rank {slow['rank']}) sets the {_ms(step)} step: it computes "
+        f"{p['compute_ratio']:.1f}× as long as the other stages, which wait for it — move "
+        "layers off it."
+    )
+
+
 def answer(
     report: Mapping[str, Any],
     cause: str,
@@ -147,6 +182,9 @@ def answer(
     if top and top["flagged"] and (straggler_set or wait >= transfer):
         return _straggler(top, step)
     compute = shares.get("compute_only_ms", 0.0) + shares.get("compute_overlapped_ms", 0.0)
+    stage = _pipeline(report, step, transfer_first=False)
+    if stage and wall and wait >= transfer and not stage[0].islower():
+        return stage  # a pipeline's ranks wait for a stage (the fix) or for the bubble
     if marginal:
         return (
             f"At the communication wall's edge: exposed communication is {_pct(wait + transfer)} "
@@ -176,16 +214,18 @@ def answer(
         )
         where = " on shared CPUs" if shared else " exposed"
         advice = "give ranks their own cores" if shared else "overlap it or add bandwidth"
+        stage = _pipeline(report, step, transfer_first=True)
+        who = _who(top) if top and top["flagged"] else stage
         text = (
             f"Data transfer sets the {_ms(step)} step ({_pct(transfer)}{where})"
-            + (f"; {_who(top)}" if top and top["flagged"] else "")
+            + (f"; {who}" if who else "")
             + f" — {advice}."
         )
         if words(text) > MAX_WORDS:  # the culprit goes first to the points below
             text = f"Data transfer sets the {_ms(step)} step ({_pct(transfer)}{where}) — {advice}."
         return text
     if cause == "synchronisation":
-        r = f" — {_who(top)}" if top and top["flagged"] else ""
+        r = f" — {_who(top)}" if top and top["flagged"] else f" — {stage}" if stage else ""
         return f"Waiting for late ranks sets the {_ms(step)} step ({_pct(wait)}){r}."
     if cause == "memory":
         return (

@@ -20,16 +20,20 @@ from commwall.analysis import db
 from commwall.analysis.collectives.instances import collectives_section
 from commwall.analysis.collectives.stragglers import stragglers_section
 from commwall.analysis.db import run_id
+from commwall.analysis.fabric.baseline import fabric_baseline
 from commwall.analysis.hangs.section import hang_section
 from commwall.analysis.hangs.stopped import model_in_context, stragglers_in_context
+from commwall.analysis.inspector.section import inspector_section
 from commwall.analysis.model.section import model_section
 from commwall.analysis.nccl.section import has_nccl_tables, nccl_section
 from commwall.analysis.replay.engine import replay_section
 from commwall.analysis.report import cache as report_cache
 from commwall.analysis.report.checklist import evaluate as checklist
 from commwall.analysis.report.diagnosis import diagnose
+from commwall.analysis.report.pipeline import pipeline_section
 from commwall.analysis.report.session import CACHED, run_session
 from commwall.analysis.report.shape import Report, RunInfo
+from commwall.analysis.steps.dimension import dimensions_section
 from commwall.analysis.steps.overlap import rank_overlap, step_overlap
 from commwall.analysis.steps.summary import decomposition_section, json_value, summary_section
 from commwall.analysis.units import NS_PER_MS
@@ -116,7 +120,16 @@ def run_section(con: duckdb.DuckDBPyConnection, rid: int) -> RunInfo:
         "n_steps": n_steps,
         "n_dump_ranks": n_dump_ranks,
         "nccl_world_size": log_world,
+        "capture": capture_summary(con, rid),
     }
+
+
+def capture_summary(con: duckdb.DuckDBPyConnection, rid: int) -> str | None:
+    """The checks of a `commwall capture` run directory as stored at ingest ('complete: ...'
+    or 'incomplete: traces from 6 of 8 ranks; ...'); None for a run not captured so."""
+    if not db.has_table(con, "capture_runs"):
+        return None
+    return db.scalar(con, "SELECT any_value(summary) FROM capture_runs WHERE run_id = ?", [rid])
 
 
 #: Report sections in output order: key → builder(con, rid).
@@ -126,12 +139,16 @@ SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], Any]] = {
     "ranks": ranks_section,
     "steps": steps_section,
     "decomposition": decomposition_section,
+    "dimensions": dimensions_section,
     "stragglers": stragglers_section,
     "replay": replay_section,
+    "pipeline": pipeline_section,
     "collectives": collectives_section,
     "nccl": nccl_section,
     "model": model_section,
+    "fabric": fabric_baseline,
     "hang": hang_section,
+    "inspector": inspector_section,
 }
 
 
@@ -151,10 +168,13 @@ SECTION_TABLES: dict[str, tuple[str, ...]] = {
     "ranks": CACHED,
     "steps": CACHED,
     "decomposition": CACHED,
+    "dimensions": CACHED,
     "model": CACHED,
     "replay": MATCHED_TABLES,
+    "pipeline": MATCHED_TABLES,
     "stragglers": MATCHED_TABLES,
     "collectives": MATCHED_TABLES,
+    "fabric": MATCHED_TABLES,
 }
 
 #: Sections derived from the others: key → function(report so far), in order. `stragglers`

@@ -24,13 +24,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from commwall.analysis import policy
+from commwall.analysis.fabric.baseline import fabric_sentence
 from commwall.analysis.hangs.stopped import before_the_hang, crash_stop, stop_sentence
+from commwall.analysis.inspector.sentence import inspector_sentence
 from commwall.analysis.report.answer import answer
 from commwall.analysis.report.bandwidth_words import bandwidth_sentence
+from commwall.analysis.report.brief import brief_points, ranked_fixes
 from commwall.analysis.report.culprits import close_behind, culprit_sentence
 from commwall.analysis.report.culprits import culprits as find_culprits
 from commwall.analysis.report.culprits import fmt_ms as _f
 from commwall.analysis.report.culprits import fmt_pct as _pct
+from commwall.analysis.steps.dimension import dimension_sentence
 from commwall.analysis.steps.summary import PART_LABELS
 from commwall.analysis.steps.verdict import BOUNDS, best_fix, not_the_network, traced_part
 
@@ -104,8 +108,8 @@ def _wall_words(wall: bool, marginal: bool, waiting: bool | None, set_by: str | 
         return "No communication wall"
     if marginal:
         return "At the communication wall's edge"
-    if set_by:
-        return f"Communication wall, set by {set_by}, not the network"
+    if set_by:  # no communication wall: the step is named for what sets it
+        return f"{set_by[:1].upper()}{set_by[1:]}, not the network, sets the step"
     if waiting is None:
         return "Communication wall (transfer and waiting not told apart)"
     return "Communication wall, " + (
@@ -264,21 +268,37 @@ def short_verdict(d: Mapping[str, Any]) -> str:
 
 
 def _logs_say(report: Mapping[str, Any]) -> str:
-    """For a run without a step time: what its NCCL logs found (their first findings), so
-    that a run of logs alone still reads as more than "not available"; empty without any."""
+    """For a run without a step time: what its NCCL Inspector records and its NCCL logs found
+    (their first findings), so that a run of logs alone still reads as more than "not
+    available"; empty without any."""
+    whole = inspector_sentence(report)
+    out = f" {whole}" if whole else ""
     found = ((report.get("nccl") or {}).get("findings") or [])[:LOG_FINDINGS]
     if not found:
-        return ""
-    return " What the NCCL logs say: " + "; ".join(found) + " (the NCCL section has the rest)."
+        return out
+    return (
+        out + " What the NCCL logs say: " + "; ".join(found) + " (the NCCL section has the rest)."
+    )
 
 
 def diagnose(report: Mapping[str, Any]) -> dict:
-    """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix, and the
-    paragraph that leads the text report, the Overview and the export. `points` holds the
+    """The report's `diagnosis`: cause, parts as shares of the step, culprits, the fix; the
+    answer at a glance (`headline`, the same as `answer`: at most 25 words), at most five
+    short `brief` points and the ranked `fixes` (analysis.report.brief); and the long
+    paragraph behind them. `opening` is the paragraph's first sentence. `points` holds the
     paragraph's sentences by topic, in order: "hang" (the job hung or died), "what" (the parts
     and what dominates), "bandwidth" (busbw, or why transfer and waiting cannot be told
     apart), "who" (the ranks causing the waiting and why), "whatif" (the replay), "fix" (the
     largest single fix), "model" (when the α-β model disagrees)."""
+    d = _diagnose(report)
+    if d.get("available"):
+        d["headline"] = d["answer"]
+        d["brief"] = brief_points(report, d)
+        d["fixes"] = ranked_fixes(report)
+    return d
+
+
+def _diagnose(report: Mapping[str, Any]) -> dict:
     s = report.get("summary") or {}
     step = s.get("step_ms")
     stop = stop_sentence(report)
@@ -294,7 +314,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 "shares": {},
                 "culprits": [],
                 "fix": None,
-                "headline": stop,
+                "opening": stop,
                 "answer": answer(report, "hang", {}, [], None, stop=stop),
                 "paragraph": stop + " No step time could be measured from these files.",
                 "points": [
@@ -326,7 +346,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     if host_copies and big[0] == "memory_only_ms":
         label = HOST_COPIES
     # the replay says a late rank's pace (or idle time), not the network, sets the step
-    matched = bool((report.get("stragglers") or {}).get("ranks"))  # instances of >= 2 ranks
+    pipeline = report.get("pipeline") or {}
+    # instances of >= 2 ranks, or sends matched with their receives
+    matched = bool((report.get("stragglers") or {}).get("ranks")) or bool(pipeline.get("available"))
     partial = traced_part(report) if matched else None
     beyond = not_the_network(report) if wall and not marginal else None
     set_by = _subject(report, beyond["key"]) if beyond else None
@@ -425,6 +447,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
                 "a side stream), move less data per step, or keep it on the GPU.",
             )
         )
+    sentences.append(("what", dimension_sentence(report)))  # the dimension that sets it
     if comm > 0 and not matched:
         sentences.append(
             (
@@ -437,6 +460,8 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         )
     elif cause == "bandwidth" or "exposed_transfer_ms" in big:
         sentences.append(("bandwidth", bandwidth_sentence(report)))
+    if comm > 0:  # the run's transfers against its fabric's nccl-tests, when the run has them
+        sentences.append(("bandwidth", fabric_sentence(report)))
     if partial and comm > 0:
         traced, world = partial
         sentences.append(
@@ -451,6 +476,9 @@ def diagnose(report: Mapping[str, Any]) -> dict:
     if culprits and shares["exposed_wait_ms"] > 0.01:
         who = "; ".join(culprit_sentence(c, n_steps) for c in culprits)
         sentences.append(("who", f"Of the waiting, {who}.{close_behind(report, culprits)}"))
+    if pipeline.get("available") and pipeline.get("sentence"):
+        sentences.append(("who", str(pipeline["sentence"])))
+    sentences.append(("who", inspector_sentence(report)))  # the whole run, beside the window
     sentences.append(("whatif", _whatif_sentence(report)))
     fix = best_fix(report)
     if fix:
@@ -486,7 +514,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         cause, label, big = "hang", HUNG_LABEL, ["hang"]
     points = [{"topic": t, "text": x} for t, x in sentences if x]
     paragraph = " ".join(p["text"] for p in points)
-    return {
+    out: dict[str, Any] = {
         "available": True,
         "wall": wall,
         "cause": cause,
@@ -508,7 +536,7 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "exposed_comm_share": exposed,
         "culprits": culprits,
         "fix": fix,
-        "headline": stop or head,
+        "opening": stop or head,
         "answer": answer(
             report,
             cause,
@@ -523,3 +551,4 @@ def diagnose(report: Mapping[str, Any]) -> dict:
         "paragraph": paragraph,
         "points": points,
     }
+    return out

@@ -11,12 +11,14 @@ from commwall.dashboard import charts, session
 from commwall.dashboard.ui import (
     UPLOAD_TRACES,
     diagnosis_points,
+    files_text,
     fmt_ms,
     fmt_pct,
     fmt_ratio,
     md,
     missing,
     plot,
+    table,
 )
 
 #: Headline metrics: summary key → (label, formatter, help).
@@ -45,8 +47,11 @@ if dumps:
     ranks += f" · {dumps} Flight Recorder dump{'s' * (dumps != 1)}"
 st.caption(
     f"{ranks} · {n_steps} step{'s' * (n_steps != 1)} · {md(gpus)} · "
-    f"files: {md(', '.join(f'{n} {k}' for k, n in (info.get('files') or {}).items()))}"
+    f"files: {md(files_text(info.get('files') or {}))}"
 )
+if info.get("capture"):  # the checks of a `commwall capture` directory, made at ingest
+    capture = str(info["capture"])
+    (st.warning if capture.startswith("incomplete") else st.caption)(f"Capture {md(capture)}")
 d = v.report.get("diagnosis") or {}
 
 
@@ -56,12 +61,32 @@ def why() -> None:
     if d.get("available"):
         shown = st.error if d.get("wall") else st.success
         label = d["label"][0].upper() + d["label"][1:]
-        if d.get("answer"):  # the answer at a glance; the class it falls in below it
-            shown(f"**{md(d['answer'])}**")
-            st.caption(md(label))
-        else:
+        if not d.get("answer"):
             shown(f"**{md(label)}**")
-        st.markdown(diagnosis_points(d))
+            st.markdown(diagnosis_points(d))
+            return
+        # the answer at a glance, its points, the fixes ranked; the whole diagnosis behind them
+        shown(f"**{md(d['answer'])}**")
+        st.markdown("\n".join(f"- {md(p['text'])}" for p in d.get("brief") or []))
+        fixes = d.get("fixes") or {}
+        if fixes.get("rows"):
+            st.markdown(
+                f"**Fixes, ranked** — replayed from {md(fixes['baseline'])} "
+                f"({fmt_ms(fixes['baseline_ms'])})"
+            )
+            rows = pd.DataFrame(fixes["rows"])
+            table(
+                pd.DataFrame(
+                    {
+                        "Fix": rows["fix"].str.capitalize(),
+                        "Step after": rows["step_ms"].map(fmt_ms),
+                        "Saving": rows["saving_pct"].map(lambda x: f"−{x:.0f}%"),
+                    }
+                ),
+                key="fixes",
+            )
+        with st.expander(f"The whole diagnosis — {md(label)}"):
+            st.markdown(diagnosis_points(d))
     else:
         missing("The diagnosis", md(d.get("reason") or "the report could not derive it"))
 

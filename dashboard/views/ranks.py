@@ -62,16 +62,22 @@ for col, m in zip(st.columns(len(maps)), maps, strict=True):
         key=f"heatmap_{m}",
         where=col,
     )
-st.caption("Distributions over all rank-steps (count of rank-steps per bin).")
-for col, m in zip(st.columns(len(maps)), maps, strict=True):
-    plot(
-        steps[[m]].dropna(),
-        charts.histogram,
-        (m, METRICS[m], METRICS[m]),
-        f"No {METRICS[m]} to draw.",
-        key=f"histogram_{m}",
-        where=col,
+if len(steps) < charts.HISTOGRAM_MIN_POINTS:
+    st.caption(
+        f"No distributions: {len(steps)} rank-steps are too few for a histogram "
+        f"(drawn from {charts.HISTOGRAM_MIN_POINTS}); the heatmaps above show each one."
     )
+else:
+    st.caption("Distributions over all rank-steps (count of rank-steps per bin).")
+    for col, m in zip(st.columns(len(maps)), maps, strict=True):
+        plot(
+            steps[[m]].dropna(),
+            charts.histogram,
+            (m, METRICS[m], METRICS[m]),
+            f"No {METRICS[m]} to draw.",
+            key=f"histogram_{m}",
+            where=col,
+        )
 if "wait_ms" not in steps.columns:
     missing("Wait for peers per rank and step", traces_hint(v.report))
 
