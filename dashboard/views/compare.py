@@ -11,7 +11,7 @@ from commwall.analysis.compare.pair import METRICS, job_differences
 from commwall.analysis.report.diagnosis import short_verdict
 from commwall.analysis.report.postmortem import decomposition_table
 from commwall.dashboard import data_docs, doc_charts, session
-from commwall.dashboard.ui import fmt_pct, md, plot, prose, table
+from commwall.dashboard.ui import fmt_ms, fmt_pct, md, plot, prose, table
 
 #: Tiles: summary key → (label, kind): ms and ratios with three decimals, shares as %.
 TILES = {
@@ -26,10 +26,10 @@ HIGHER_BETTER = {"eta"}
 
 
 def tile_value(v: float | None, kind: str) -> str:
-    """A tile's value: ms with three decimals, shares as a percentage, n/a when missing."""
+    """A tile's value: ms to three significant figures, shares as a percentage, n/a when missing."""
     if v is None:
         return "n/a"
-    return fmt_pct(v) if kind == "share" else f"{v:.3f} ms"
+    return fmt_pct(v) if kind == "share" else fmt_ms(v)
 
 
 def tile_delta(v: float | None, base: float | None, kind: str) -> str | None:
@@ -38,7 +38,7 @@ def tile_delta(v: float | None, base: float | None, kind: str) -> str | None:
     if v is None or base is None:
         return None
     d = (v - base) * (100 if kind == "share" else 1)
-    text = f"{d:+.1f} pp" if kind == "share" else f"{d:+.3f} ms"
+    text = f"{d:+.1f} pp" if kind == "share" else f"{'+' if d >= 0 else '-'}{fmt_ms(abs(d))}"
     return None if float(text.split()[0]) == 0 else text
 
 
@@ -94,7 +94,7 @@ for row in d["step_time"].to_dict("records")[1:]:
         st.markdown(f"**{md(row['run'])}**: {md(row['judgement'])}.")
         continue
     st.markdown(
-        f"**{md(row['run'])}**: median {row['median_ms']:.3f} ms, {row['change_pct']:+.1f}% "
+        f"**{md(row['run'])}**: median {fmt_ms(row['median_ms'])}, {row['change_pct']:+.1f}% "
         f"(95% CI {row['ci_low_pct']:+.1f}% to {row['ci_high_pct']:+.1f}%, "
         f"p = {row['p_value']:.3g}) — **{md(row['judgement'])}**."
     )
