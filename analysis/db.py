@@ -63,10 +63,48 @@ def loaded_modules() -> tuple[str, ...]:
     return tuple(dispatch.with_dispatch(t) for t in _sql_modules().values())
 
 
+#: Columns the store's schema gained after stores were first made (ingest adds them with
+#: `ALTER TABLE … ADD COLUMN IF NOT EXISTS` when it next writes): table → column → type.
+LATER_COLUMNS: dict[str, dict[str, str]] = {
+    "collectives": {
+        "peer": "INTEGER",
+        "pg_ranks": "VARCHAR",
+        "in_splits": "VARCHAR",
+        "out_splits": "VARCHAR",
+    },
+    "nccl_test_results": {"n_nodes": "INTEGER"},
+}
+
+
+def fill_later_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """A store made before LATER_COLUMNS existed, opened read-only (its schema cannot be brought
+    up to date): each such table is shadowed by a TEMP view with the missing columns as NULL
+    (nothing known of them: a send without its peer stays unmatched by p2p.sql), so that every
+    macro reads one schema. Nothing is written to the store."""
+    catalog = scalar(con, "SELECT current_database()")
+    for table, later in LATER_COLUMNS.items():
+        have = {
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? "
+                "AND table_schema = 'main' AND table_name = ?",
+                [catalog, table],
+            ).fetchall()
+        }
+        missing = [c for c in later if c not in have]
+        if not have or not missing:
+            continue
+        extra = ", ".join(f"NULL::{later[c]} AS {c}" for c in missing)
+        source = f'"{catalog}".main.{table}'
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT *, {extra} FROM {source}")
+
+
 def load_modules(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Create the analysis macros (TEMP: nothing is written to the store), reading the store's
     Parquet shards along with its tables when it has some (analysis/shards.py); the macros a
-    run's session caches are defined as their dispatch (analysis/dispatch.py)."""
+    run's session caches are defined as their dispatch (analysis/dispatch.py). A store made
+    before some columns existed reads them as NULL (fill_later_columns)."""
+    fill_later_columns(con)
     shards.attach(con)
     for text in loaded_modules():
         try:
