@@ -24,6 +24,8 @@ import pandas as pd
 from commwall.analysis import db
 from commwall.analysis.collectives import instances as collectives
 from commwall.analysis.compare import diff
+from commwall.analysis.fabric.baseline import fabric_baseline
+from commwall.analysis.fabric.tables import runs_with_tables
 from commwall.analysis.model.run_whatif import run_whatif
 from commwall.analysis.model.scenario import Scenario
 from commwall.analysis.model.section import run_scenario
@@ -33,7 +35,7 @@ from commwall.analysis.report.perfetto import merged_trace
 from commwall.analysis.report.pipeline import pipeline_timeline
 from commwall.analysis.report.postmortem import postmortem_data
 from commwall.analysis.report.session import run_session
-from commwall.analysis.report.shape import Report
+from commwall.analysis.report.shape import FabricBaseline, Report
 from commwall.analysis.steps import overlap, timeline
 
 #: The tables of matched collectives a run can be listed by (`Run.collective_table`).
@@ -117,10 +119,11 @@ class Run:
         """The diagnosis (cause, culprits, fix and the paragraph) from the full report."""
         return dict(self.report()["diagnosis"] or {})
 
-    def report(self, keep_going: bool = True) -> Report:
+    def report(self, keep_going: bool = True, baseline: str | None = None) -> Report:
         """The full report (same dict as `commwall report --format json`); a section that
-        fails is None and named in `analysis_errors` (`keep_going=False` raises instead)."""
-        return build_report(self.con, self.name, keep_going=keep_going)
+        fails is None and named in `analysis_errors` (`keep_going=False` raises instead).
+        `baseline`: the run whose nccl-tests tables the `fabric` section compares with."""
+        return build_report(self.con, self.name, keep_going=keep_going, baseline=baseline)
 
     def prepared(self, tables: Sequence[str] = (), views: Sequence[str] = ()) -> Prepared:
         """The report, the run tables `tables` (names of accessors such as "rank_step_wait"),
@@ -166,6 +169,13 @@ class Run:
         from commwall.analysis.fabric.section import fabric_json  # noqa: PLC0415
 
         return fabric_json(self.con, self.id, nodes, link_peak)
+
+    def fabric_section(self, baseline: str | None = None) -> FabricBaseline:
+        """The report's `fabric` section against the nccl-tests tables of run `baseline` of
+        the same store (default: the run's own; RunNotFound when there is no such run)."""
+        base = None if baseline in (None, self.name) else db.run_id(self.con, str(baseline))
+        with run_session(self.con, self.id, SECTION_TABLES["fabric"]):
+            return fabric_baseline(self.con, self.id, base)
 
     def section(self, key: str) -> Any:
         """One section of the report (a key of analysis.report.build.SECTIONS) on its own, e.g.
@@ -281,6 +291,11 @@ class Store:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def fabric_runs(self) -> list[str]:
+        """Names of the runs holding nccl-tests tables (what `Run.fabric_section` and
+        `Run.report` can take as the baseline)."""
+        return runs_with_tables(self.con)
 
     def runs(self) -> pd.DataFrame:
         """Runs with file counts, ranks and formats."""

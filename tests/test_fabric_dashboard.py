@@ -64,3 +64,38 @@ def test_chart_frame_has_both_sources():
     assert list(df["series"]) == ["nccl-tests all-reduce (8 ranks)"] * 2 + [
         "training reduce-scatter (8 ranks)"
     ]
+
+
+def test_model_page_measures_the_run_against_another_runs_tables(tmp_path, monkeypatch):
+    # "train": the generator's traces alone; "bench": the real A100 all-reduce table alone
+    sim = simulate(Scenario(hosts=1, ranks_per_host=8, steps=2, collectives_per_step=12,
+                            busbw_GBps=20.0, alpha_us=10.0))  # fmt: skip
+    write_kineto(sim, tmp_path / "train")
+    (tmp_path / "bench").mkdir()
+    shutil.copy(
+        DATA / "nccl_tests" / "superbench_a100x8_nvswitch_allreduce.log", tmp_path / "bench"
+    )
+    db = tmp_path / "s.duckdb"
+    con = store.connect(db)
+    for name in ("train", "bench"):
+        store.ingest(con, name, discover.expand([str(tmp_path / name)]))
+    con.close()
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setenv(DB_ENV, str(db))
+    monkeypatch.setenv(UPLOAD_ENV, str(tmp_path / "uploads"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["run"] = "train"
+    at.run()
+    at.switch_page(nav.path("model")).run()
+    assert not at.exception, at.exception
+    box = next(b for b in at.selectbox if b.label == "Baseline (nccl-tests) run")
+    assert box.options == ["train (this run)", "bench"] and box.value == "train"
+    assert "The run against nccl-tests on its fabric" not in [s.value for s in at.subheader]
+    box.set_value("bench").run()
+    assert not at.exception, at.exception
+    assert "The run against nccl-tests on its fabric" in [s.value for s in at.subheader]
+    df = next(d.value for d in at.dataframe if "training ÷ nccl-tests" in d.value.columns)
+    assert (df.iloc[0]["collective"], df.iloc[0]["message size"]) == ("all-reduce", "64 MiB")
+    shown = [m.value.replace("\\", "") for m in at.markdown]
+    assert any("of run bench" in m and "compare with care" in m for m in shown)

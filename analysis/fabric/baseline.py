@@ -10,17 +10,23 @@ the same fabric (analysis/fabric/cross.py), and says so. The ratio is the traini
 bandwidth over the baseline's: near 1 the training gets what the fabric gives; well below, the
 transfer itself is slow inside training (contention with compute kernels, fewer channels,
 placement), not the fabric.
+
+A table measured on other hardware than the run's prices another fabric: where the headline
+class's table names another GPU than the run's (A100 against H100), or its nodes or ranks differ
+by a factor of 2 or more from the run's nodes and the class's ranks, the section carries a
+`caveat` in words ("compare with care"); where the run's GPU is not known, nothing is said of it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import duckdb
 
 from commwall.analysis import units
-from commwall.analysis.db import has_macro
+from commwall.analysis.db import has_macro, has_table
 from commwall.analysis.fabric.compare import REFERENCES
 from commwall.analysis.fabric.cross import cross_op_time
 from commwall.analysis.fabric.curve import Curve, fit_curve
@@ -46,6 +52,63 @@ OP_WORDS = {
     "recv": "receive",
     "sendrecv": "send/receive",
 }
+
+
+#: A GPU's model in its name: `A100` of "A100-SXM4-40GB", `H100` of "NVIDIA H100 80GB HBM3".
+_GPU_MODEL = re.compile(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b")
+
+
+def gpu_model(name: str | None) -> str | None:
+    """The GPU's model from its name ('A100', 'H100 PCIe'), None when the name does not say."""
+    found = _GPU_MODEL.search((name or "").upper())
+    if found is None:
+        return None
+    return found.group(1) + (" PCIe" if "PCIE" in (name or "").upper() else "")
+
+
+def _marked(a: int | None, b: int | None) -> bool:
+    """Two counts, both known, differ by a factor of 2 or more."""
+    return bool(a and b and max(a, b) >= 2 * min(a, b))
+
+
+def fabric_caveat(
+    t: Table, run_gpus: list[str], run_nodes: int | None, n_ranks: int | None
+) -> str | None:
+    """Why table `t` may not price the run (`run_gpus` its GPU names, `run_nodes` its hosts,
+    `n_ranks` the class's ranks) in one sentence, or None when nothing known differs."""
+    model = gpu_model(t.gpu)
+    models = sorted({m for g in run_gpus if (m := gpu_model(g)) is not None})
+    ran = []
+    if model and models and model not in models:
+        ran.append(f" on {' and '.join(models)}")
+    nodes = _marked(t.n_nodes, run_nodes)
+    if nodes:
+        ran.append(f" across {run_nodes} node{'s' if (run_nodes or 0) > 1 else ''}")
+    if _marked(t.n_ranks, n_ranks):
+        ran.append(f" with {n_ranks} ranks")
+    if not ran:
+        return None
+    who = f"{t.n_ranks or '?'} × {model}" if model else f"{t.n_ranks or '?'} ranks"
+    if nodes:
+        who += f" on {t.n_nodes} node{'s' if (t.n_nodes or 0) > 1 else ''}"
+    return f"The nccl-tests table is from {who} but the run ran{''.join(ran)}: compare with care."
+
+
+def _run_facts(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[list[str], int | None]:
+    """The run's GPU names and its number of hosts (None when no rank names one)."""
+    if not has_table(con, "ranks"):
+        return [], None
+    gpus, hosts = con.execute(
+        "SELECT list(DISTINCT gpu_name) FILTER (gpu_name IS NOT NULL),"
+        " count(DISTINCT host) FROM ranks WHERE run_id = ?",
+        [rid],
+    ).fetchone() or (None, 0)
+    return list(gpus or []), int(hosts) or None
+
+
+def _run_name(con: duckdb.DuckDBPyConnection, rid: int) -> str | None:
+    row = con.execute("SELECT name FROM runs WHERE run_id = ?", [rid]).fetchone()
+    return str(row[0]) if row else None
 
 
 def _fit(t: Table) -> Curve | None:
@@ -149,7 +212,8 @@ def fabric_baseline(
 ) -> FabricBaseline:
     """The report's `fabric` section: run `rid`'s collective classes against the nccl-tests
     tables of run `baseline_rid` (default: the same run)."""
-    source = "this run" if baseline_rid in (None, rid) else "the baseline run"
+    other = None if baseline_rid in (None, rid) else _run_name(con, int(baseline_rid or 0))
+    source = "this run" if baseline_rid in (None, rid) else f"run {other}"
     tables = [t for t in fabric_tables(con, rid if baseline_rid is None else baseline_rid) if t.op]
     out: FabricBaseline = {
         "present": False,
@@ -162,11 +226,15 @@ def fabric_baseline(
         "time_ratio": None,
         "status": None,
         "sentence": None,
+        "baseline_run": other,
+        "caveat": None,
     }
     if not tables:
         out["reason"] = (
             f"no nccl-tests table in {source}: ingest the output of all_reduce_perf (and its "
             "siblings) run on the same nodes with the traces"
+            if other is None
+            else f"no nccl-tests table in {source}: choose a run that holds them as the baseline"
         )
         return out
     recs = (
@@ -196,8 +264,20 @@ def fabric_baseline(
         "time_ratio": base / spent if spent > 0 else None,
         "status": "attention" if (priced[0]["ratio"] or 0.0) < RATIO_LIMIT else "ok",
     }
-    out["sentence"] = class_sentence(priced[0])
+    by_name = {t.name: t for t in tables}
+    top = by_name.get(priced[0]["baseline"] or "")
+    if top is not None:
+        out["caveat"] = fabric_caveat(top, *_run_facts(con, rid), priced[0]["n_ranks"])
+    out["sentence"] = " ".join(
+        x for x in (class_sentence(priced[0], _where(out)), out["caveat"]) if x
+    )
     return out
+
+
+def _where(section: Mapping[str, Any]) -> str:
+    """Where the nccl-tests tables ran, in words: this cluster, or the baseline run."""
+    other = section.get("baseline_run")
+    return f"of run {other}" if other else "on this cluster"
 
 
 def headline(section: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -206,15 +286,15 @@ def headline(section: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((c for c in section.get("classes") or [] if c.get("ratio") is not None), None)
 
 
-def class_sentence(c: Mapping[str, Any]) -> str:
-    """One class against its baseline, in at most 40 words."""
+def class_sentence(c: Mapping[str, Any], where: str = "on this cluster") -> str:
+    """One class against its baseline (nccl-tests `where`), in at most 40 words."""
     op = OP_WORDS.get(c["op"], c["op"])
     what = "buckets" if c["op"] == "allreduce" else "calls"
     ratio = float(c["ratio"])
     figures = (
         f"The {units.size_text(c['size_bytes'])} {op} {what} ran at {c['busbw_GBps']:.3g} GB/s "
         f"bus bandwidth in training against {c['baseline_busbw_GBps']:.3g} GB/s for that size "
-        f"in nccl-tests on this cluster ({100 * ratio:.0f}%)"
+        f"in nccl-tests {where} ({100 * ratio:.0f}%)"
     )
     if ratio < RATIO_LIMIT:
         return (
@@ -234,7 +314,7 @@ def fabric_sentence(report: Mapping[str, Any]) -> str | None:
     if not isinstance(section, dict) or not section.get("present"):
         return None
     c = headline(section)
-    return class_sentence(c) if c is not None else None
+    return class_sentence(c, _where(section)) if c is not None else None
 
 
 def fabric_check(report: Mapping[str, Any]) -> dict[str, str] | None:
@@ -247,11 +327,13 @@ def fabric_check(report: Mapping[str, Any]) -> dict[str, str] | None:
     if c is None:
         return None
     status = "attention" if c["ratio"] < RATIO_LIMIT else "ok"
-    evidence = class_sentence(c)
+    evidence = class_sentence(c, _where(section))
     if section.get("time_ratio") is not None:
         evidence += (
             f" Over all {len([x for x in section['classes'] if x.get('ratio') is not None])} "
             "priced classes, nccl-tests would move the same bytes in "
             f"{100 * section['time_ratio']:.0f}% of the training's transfer time."
         )
+    if section.get("caveat"):
+        evidence += " " + str(section["caveat"])
     return {"status": status, "evidence": evidence}

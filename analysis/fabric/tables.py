@@ -101,3 +101,17 @@ def fabric_tables(
 def with_nodes(tables: list[Table], nodes: int | None) -> list[Table]:
     """`tables` with `nodes` where they do not know theirs."""
     return [t if t.n_nodes or not nodes else replace(t, n_nodes=nodes) for t in tables]
+
+
+def runs_with_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names of the runs holding at least one nccl-tests table, in the order they were made:
+    the runs another run can be measured against."""
+    if not has_table(con, "nccl_test_results"):
+        return []
+    return [
+        name
+        for (name,) in con.execute(
+            "SELECT name FROM runs WHERE run_id IN (SELECT run_id FROM nccl_test_results)"
+            " ORDER BY created_at, name"
+        ).fetchall()
+    ]

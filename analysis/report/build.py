@@ -190,7 +190,11 @@ DERIVED: dict[str, Callable[[dict], Any]] = {
 
 
 def build_report(
-    con: duckdb.DuckDBPyConnection, run: str, keep_going: bool = True, keep: bool = False
+    con: duckdb.DuckDBPyConnection,
+    run: str,
+    keep_going: bool = True,
+    keep: bool = False,
+    baseline: str | None = None,
 ) -> Report:
     """The full report of run `run`. A section whose builder raises is None, `analysis_errors`
     (present only then) maps its key to the error in words, and the failure is logged with its
@@ -199,16 +203,22 @@ def build_report(
     raises instead. The sections run inside the run's analysis session (analysis/report/session.py):
     the intermediate tables they share are computed once. A report that took long to build is
     kept beside the store and read back by later reports of the unchanged run
-    (analysis/report/cache.py); `keep=True` keeps it however quickly it was built."""
+    (analysis/report/cache.py); `keep=True` keeps it however quickly it was built. `baseline`:
+    the run whose nccl-tests tables the `fabric` section compares with (default: the run's own;
+    RunNotFound when there is no such run)."""
     rid = run_id(con, run)
-    kept, fp = report_cache.load(con, rid)
+    base = None if baseline in (None, run) else run_id(con, baseline)
+    kept, fp = report_cache.load(con, rid, base)
     if kept is not None:
         return cast(Report, kept)
     started = time.perf_counter()
     report: dict[str, Any] = {"run": run}
     errors: dict[str, str] = {}
+    sections = SECTIONS
+    if base is not None:  # the fabric section against the baseline run's tables
+        sections = SECTIONS | {"fabric": partial(fabric_baseline, baseline_rid=base)}
     steps: list[tuple[str, Callable[[], Any]]] = [
-        *((k, partial(build, con, rid)) for k, build in SECTIONS.items()),
+        *((k, partial(build, con, rid)) for k, build in sections.items()),
         *((k, partial(derive, report)) for k, derive in DERIVED.items()),
     ]
     with run_session(con, rid):  # the matching, clock fit, step tables: once per report
@@ -226,5 +236,5 @@ def build_report(
     if errors:
         report["analysis_errors"] = errors
     spent = math.inf if keep else time.perf_counter() - started
-    report_cache.save(con, rid, report, spent, fp)
+    report_cache.save(con, rid, report, spent, fp, base)
     return cast(Report, report)

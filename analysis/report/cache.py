@@ -5,16 +5,18 @@ The run cache keeps the tables every section reads, so a later report of a 256-r
 2,000 collectives per rank reads them back instead of matching and fitting clocks again; it still
 calibrates the model, replays the run and builds every section, over a second of it on a
 2-core machine. The report itself is a function of the run's rows and the analysis code alone
-(build_report takes no options), so a report that took at least MIN_SECONDS to build, or one
-built by `Run.keep` (the ingest's preparation of the run), is written here, and a later report
-of the same run reads it back whole when nothing it was computed from has changed.
+(and of the baseline run's rows, its one option), so a report that took at least MIN_SECONDS to
+build, or one built by `Run.keep` (the ingest's preparation of the run), is written here, and a
+later report of the same run reads it back whole when nothing it was computed from has changed.
 
-Where: `<store>.cache/report-run<id>-<fingerprint>.json` (run_cache.directory: none for an
+Where: `<store>.cache/report-run<id>-<fingerprint>.json`, `report-run<id>b<baseline id>-…` for
+a report measured against another run's nccl-tests tables (run_cache.directory: none for an
 in-memory store or when COMMWALL_CACHE is "0"), written under a temporary name and renamed into
 place. Writing a run's report removes its other reports; the most recently used KEEP are kept.
 
 When a report is valid: its fingerprint covers the run's rows and the session code (run_cache's
-fingerprint), the run's row of `runs` (its name is in the report), every file of the analysis
+fingerprint), the run's row of `runs` (its name is in the report), those of the baseline run
+when there is one (its nccl-tests tables price the `fabric` section), every file of the analysis
 package (its Python and SQL: any change to the code computing a figure) and the versions of
 Python, DuckDB, numpy and pandas. A report is written only when it is exactly what JSON gives
 back (str keys, lists, str, int, float, bool, None; a float type of numpy counts as a float) and
@@ -75,19 +77,25 @@ def _code_digest() -> str:
 _code_digest()  # now, as this process loads the code: not when a later report asks for it
 
 
-def fingerprint(con: duckdb.DuckDBPyConnection, rid: int) -> str:
-    """What run `rid`'s report is computed from, as a digest (see the module)."""
+def fingerprint(con: duckdb.DuckDBPyConnection, rid: int, baseline: int | None = None) -> str:
+    """What run `rid`'s report (against the nccl-tests tables of run `baseline`, when given)
+    is computed from, as a digest (see the module)."""
     h = hashlib.sha256(_code_digest().encode())
-    h.update(run_cache.fingerprint(con, rid).encode())
-    row = con.execute(
-        "SELECT name, notes, created_at::VARCHAR FROM runs WHERE run_id = ?", [int(rid)]
-    ).fetchall()
-    h.update(repr(row).encode())
+    for r in (rid,) if baseline is None else (rid, baseline):
+        h.update(run_cache.fingerprint(con, r).encode())
+        row = con.execute(
+            "SELECT name, notes, created_at::VARCHAR FROM runs WHERE run_id = ?", [int(r)]
+        ).fetchall()
+        h.update(repr(row).encode())
     return h.hexdigest()[:32]
 
 
-def _path(base: Path, rid: int, fp: str) -> Path:
-    return base / f"report-run{int(rid)}-{fp}.json"
+def _prefix(rid: int, baseline: int | None) -> str:
+    return f"report-run{int(rid)}" + ("" if baseline is None else f"b{int(baseline)}") + "-"
+
+
+def _path(base: Path, rid: int, fp: str, baseline: int | None = None) -> Path:
+    return base / f"{_prefix(rid, baseline)}{fp}.json"
 
 
 def faithful(value: Any) -> bool:
@@ -104,8 +112,11 @@ def faithful(value: Any) -> bool:
     return False
 
 
-def load(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[dict | None, str]:
-    """(Run `rid`'s report as written by `save` for its current fingerprint, that fingerprint):
+def load(
+    con: duckdb.DuckDBPyConnection, rid: int, baseline: int | None = None
+) -> tuple[dict | None, str]:
+    """(Run `rid`'s report, against run `baseline`'s nccl-tests tables when given, as written
+    by `save` for its current fingerprint, that fingerprint):
     the report None when there is none valid, the fingerprint "" without a cache directory.
     A report built after a miss is saved under this fingerprint, the one of the rows it read."""
     base = run_cache.directory(con) if ENABLED else None
@@ -113,8 +124,8 @@ def load(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[dict | None, str]:
         return None, ""
     fp = ""
     try:
-        fp = fingerprint(con, rid)
-        path = _path(base, rid, fp)
+        fp = fingerprint(con, rid, baseline)
+        path = _path(base, rid, fp, baseline)
         doc = json.loads(path.read_text())
         if doc.get("format") != FORMAT or not isinstance(doc.get("report"), dict):
             return None, fp
@@ -126,7 +137,12 @@ def load(con: duckdb.DuckDBPyConnection, rid: int) -> tuple[dict | None, str]:
 
 
 def save(
-    con: duckdb.DuckDBPyConnection, rid: int, report: dict, seconds: float, fp: str = ""
+    con: duckdb.DuckDBPyConnection,
+    rid: int,
+    report: dict,
+    seconds: float,
+    fp: str = "",
+    baseline: int | None = None,
 ) -> bool:
     """Write run `rid`'s `report`, built in `seconds` from the rows of fingerprint `fp` (taken
     before building: `load`'s; "" takes it now), when that took at least MIN_SECONDS, no
@@ -138,11 +154,11 @@ def save(
     try:
         if not faithful(report):
             return False
-        final = _path(base, rid, fp or fingerprint(con, rid))
+        final = _path(base, rid, fp or fingerprint(con, rid, baseline), baseline)
         base.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps({"format": FORMAT, "run_id": int(rid), "report": report}))
         os.replace(tmp, final)
-        _prune(base, rid, final)
+        _prune(base, _prefix(rid, baseline), final)
         return True
     except Exception:  # noqa: BLE001  (a cache that cannot be written is not used)
         return False
@@ -151,15 +167,14 @@ def save(
             tmp.unlink()
 
 
-def _prune(base: Path, rid: int, keep: Path) -> None:
-    """Remove the run's other reports, the least recently used beyond KEEP, and temporary files
-    of writers that never finished (killed)."""
+def _prune(base: Path, mine: str, keep: Path) -> None:
+    """Remove the run's other reports (those named `mine`…: against the same baseline), the
+    least recently used beyond KEEP, and temporary files of writers that never finished."""
     with contextlib.suppress(OSError):
         now = time.time()
         for p in base.glob(".tmp-report-*"):
             if now - p.stat().st_mtime > run_cache.ABANDONED_S:
                 p.unlink(missing_ok=True)
-        mine = f"report-run{int(rid)}-"
         reports = [p for p in base.glob("report-run*.json") if p != keep]
         for p in [p for p in reports if p.name.startswith(mine)]:
             p.unlink(missing_ok=True)

@@ -1,4 +1,5 @@
-"""`commwall report --db FILE --run NAME [--format text|json|csv]`: the run's metrics."""
+"""`commwall report --db FILE --run NAME [--baseline RUN] [--format text|json|csv]`: the run's
+metrics; `--baseline` names the run whose nccl-tests tables the fabric section compares with."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_read_db(p)
     p.add_argument("--run", required=True, help="run name")
+    p.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="run whose nccl-tests tables the run's collectives are measured against (default: "
+        "the run's own)",
+    )
     add_format(p)
     p.set_defaults(func=run)
 
@@ -37,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report."""
     try:
         with open_store(args) as store:
-            report = store.run(args.run).report()
+            report = store.run(args.run).report(baseline=args.baseline)
     except (FileNotFoundError, db.RunNotFound) as e:
         return error(str(e))
     if args.format == "json":

@@ -13,7 +13,7 @@ from commwall.analysis.hangs.stopped import HUNG
 from commwall.analysis.model import whatif
 from commwall.analysis.model.scenario import Scenario
 from commwall.analysis.units import size_text
-from commwall.dashboard import charts, data, fabric_chart, session
+from commwall.dashboard import charts, data, fabric_chart, fabric_data, session
 from commwall.dashboard.ui import (
     fmt_ms,
     fmt_pct,
@@ -78,6 +78,27 @@ else:
     st.caption(f"No replay: {md(replay.get('reason') or 'not available for this run')}.")
 
 fabric = v.report.get("fabric")
+#: Runs whose nccl-tests tables the run can be measured against: the run itself first.
+table_runs = [v.run] + [r for r in fabric_data.table_runs() if r != v.run]
+if len(table_runs) > 1:
+    baseline: str = (
+        st.selectbox(
+            "Baseline (nccl-tests) run",
+            table_runs,
+            index=0,
+            format_func=lambda r: f"{r} (this run)" if r == v.run else r,
+            key=f"fabric_baseline:{v.run}",
+            help="The run whose nccl-tests tables price the run's collectives: one measured on the "
+            "same nodes, ideally.",
+        )
+        or v.run
+    )
+    if baseline != v.run:
+        fabric = fabric_data.fabric_against(
+            v.path, v.run, v.fp, baseline, data.fingerprint(data.run_list(), baseline)
+        )
+    if isinstance(fabric, dict) and not fabric.get("present"):
+        st.caption(f"No comparison with nccl-tests: {md(fabric.get('reason') or 'not available')}.")
 if isinstance(fabric, dict) and fabric.get("present"):
     st.subheader("The run against nccl-tests on its fabric")
     st.markdown(md(fabric["sentence"] or ""))
