@@ -1,15 +1,17 @@
 """Generate real Kineto traces of a pipeline-parallel MLP on gloo (CPU): GPipe or 1F1B written over
-blocking point-to-point `send`/`recv`, optionally with one stage slower than the others.
+blocking point-to-point `send`/`recv`, optionally with one stage slower than the others, and
+optionally replicated data-parallel (a pp x dp mesh).
 
 What it makes
 -------------
-``--stages`` CPU processes (one stage each, rank = stage) train an MLP split into consecutive
-stages: stage s holds ``--layers`` blocks ``Linear(H, H) -> ReLU`` (``H = --hidden``), the slow
-stage (``--slow-stage``, -1 for none) ``--slow-factor`` times as many. Every step splits a batch
-into ``--micro-batches`` micro-batches of ``--micro-batch-size`` rows and runs them through the
-stages with blocking ``dist.send`` / ``dist.recv`` of the activations (forward, stage s to s + 1)
-and of their gradients (backward, s + 1 to s), on the default process group
-(``torch.distributed.pipelining``'s batched point-to-point deadlocks on gloo):
+``--stages`` CPU processes (one stage each, rank = stage; ``--dp`` below) train an MLP split into
+consecutive stages: stage s holds ``--layers`` blocks ``Linear(H, H) -> ReLU`` (``H = --hidden``),
+the slow stage (``--slow-stage``, -1 for none) ``--slow-factor`` times as many. Every step splits a
+batch into ``--micro-batches`` micro-batches of ``--micro-batch-size`` rows and runs them through
+the stages with blocking ``dist.send`` / ``dist.recv`` of the activations (forward, stage s to s +
+1) and of their gradients (backward, s + 1 to s), on the default process group
+(``torch.distributed.pipelining``'s batched point-to-point deadlocks on gloo), or with ``--dp``
+above 1 on the replica's own group (below):
 
 * ``--schedule gpipe``: all forwards, then all backwards (in micro-batch order);
 * ``--schedule 1f1b``: stage s runs ``min(p - s - 1, m)`` warm-up forwards, then alternates one
@@ -17,15 +19,32 @@ and of their gradients (backward, s + 1 to s), on the default process group
   non-interleaved schedule).
 
 The last stage's loss is the mean square of its output. After the backwards every stage takes an
-SGD step. Every rank profiles ``--steps`` steps (``schedule(wait=1, warmup=1, active=STEPS)``,
+SGD step.
+
+``--dp D`` (default 1) replicates the pipeline D times, a pp x dp mesh of ``stages x D`` ranks:
+stage s of replica d is rank ``d * stages + s``. Every rank builds, in this order, one group per
+replica (``new_group`` of its ``stages`` ranks, ``group_desc`` ``pp_replica{d}``: the replica's
+sends and receives go over it, their peer given as the rank in that group, ``group_dst`` /
+``group_src``) and one group per stage (``new_group`` of the D ranks holding stage s,
+``group_desc`` ``dp_stage{s}``). Each replica sees its own micro-batches (seeded by replica),
+every stage starts from the same weights in every replica (seeded by stage). After its
+backwards each rank all-reduces its stage's gradients over its stage's group, one blocking
+``dist.all_reduce`` per parameter in reverse registration order, then takes its SGD step. With
+D = 1 nothing of this happens (no extra group, the default group's sends and receives).
+
+Every rank profiles ``--steps`` steps (``schedule(wait=1, warmup=1, active=STEPS)``,
 CPU activities, ``record_shapes``) and writes ``rank{r}.pt.trace.json.gz``; rank 0 writes
 ``ground_truth.json``:
 
-* ``world_size``, ``stages``, ``schedule``, ``micro_batches``, ``micro_batch_size``, ``hidden``,
-  ``layers_per_stage`` (blocks per stage, the slow one's included), ``slow_stage`` (-1: none),
-  ``slow_factor``, ``steps`` (the recorded ProfilerStep numbers), ``p2p_per_step`` (per rank:
-  its sends and receives of one step in program order, each ``[op, peer, elements]``),
-  ``bubble_fraction_formula`` ((p - 1) / (m + p - 1)), ``torch_version``, ``generator_args``.
+* ``world_size`` (``stages x dp``), ``stages``, ``dp``, ``schedule``, ``micro_batches``,
+  ``micro_batch_size``, ``hidden``, ``layers_per_stage`` (blocks per stage, the slow one's
+  included), ``slow_stage`` (-1: none), ``slow_factor``, ``steps`` (the recorded ProfilerStep
+  numbers), ``p2p_per_step`` (per rank: its sends and receives of one step in program order, each
+  ``[op, peer, elements]``, the peer a global rank), ``stage_of_rank``, ``replica_of_rank``; with
+  ``--dp`` above 1 also ``groups`` (every group the program built: ``name`` as its ``group_desc``,
+  ``role`` PP or DP, ``ranks``) and ``dp_allreduces_per_step`` (per stage: its parameters, one
+  all-reduce each), ``bubble_fraction_formula`` ((p - 1) / (m + p - 1)), ``torch_version``,
+  ``generator_args``.
 
 What the trace says (how long each stage computes, how long each receive waits) is read from the
 traces themselves by the tests: timings differ on every run. On gloo the events are
@@ -36,6 +55,7 @@ lasts until the data has arrived).
 Only this script imports torch. Run it with a Python that has torch (tested with 2.13.0+cpu)::
 
     python sample_traces/generate_pipeline.py --out pp_2stage_slow --stages 2 --slow-stage 1
+    python sample_traces/generate_pipeline.py --out pp2_dp2_slow --stages 2 --dp 2 --slow-stage 1
 """
 
 from __future__ import annotations
@@ -58,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output folder (must not exist)")
     p.add_argument("--stages", type=int, default=2)
+    p.add_argument("--dp", type=int, default=1, help="data-parallel replicas of the pipeline")
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe")
     p.add_argument("--micro-batches", type=int, default=8)
     p.add_argument("--micro-batch-size", type=int, default=16)
@@ -130,27 +151,58 @@ def p2p_plan(stage: int, args: argparse.Namespace) -> list[list[Any]]:
     return [[what, peer, n] for what, _, peer, _ in program(stage, args) if peer >= 0]
 
 
+def mesh_groups(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The groups of a pp x dp mesh in creation order: one per replica (its stages' ranks, PP),
+    then one per stage (the ranks holding it, DP). Stage s of replica d is rank d * stages + s."""
+    p, d = args.stages, args.dp
+    pp = [{"name": f"pp_replica{r}", "role": "PP", "ranks": [r * p + s for s in range(p)]}
+          for r in range(d)]  # fmt: skip
+    dp = [{"name": f"dp_stage{s}", "role": "DP", "ranks": [r * p + s for r in range(d)]}
+          for s in range(p)]  # fmt: skip
+    return pp + dp
+
+
 def worker(rank: int, args: argparse.Namespace, port: int) -> None:
-    """One stage: its part of the pipeline's training loop under the profiler."""
+    """One stage of one replica: its part of the pipeline's training loop under the profiler."""
     import torch
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=args.stages)
-    torch.manual_seed(args.seed + rank)
+    dist.init_process_group("gloo", rank=rank, world_size=args.stages * args.dp)
+    stage, replica = rank % args.stages, rank // args.stages
+    pp_group = dp_group = None  # the default group: a plain pipeline
+    if args.dp > 1:  # every rank builds every group, in the same order
+        for g in mesh_groups(args):
+            made = dist.new_group(g["ranks"], group_desc=g["name"])
+            if rank in g["ranks"]:
+                pp_group, dp_group = (made, dp_group) if g["role"] == "PP" else (pp_group, made)
+    torch.manual_seed(args.seed + stage)
     h, last = args.hidden, args.stages - 1
     nn = torch.nn
     blocks: list[Any] = []
-    for _ in range(layers_of(rank, args)):
+    for _ in range(layers_of(stage, args)):
         blocks += [nn.Linear(h, h), nn.ReLU()]
     model = nn.Sequential(*blocks)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    gen = torch.Generator().manual_seed(args.seed)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(params, lr=1e-4)
+    gen = torch.Generator().manual_seed(args.seed + replica)
     batch = [
         torch.randn(args.micro_batch_size, h, generator=gen) for _ in range(args.micro_batches)
     ]
-    work = program(rank, args)
+    work = program(stage, args)
+
+    def send(t: Any, peer: int) -> None:
+        if pp_group is None:
+            dist.send(t, peer)
+        else:
+            dist.send(t, group=pp_group, group_dst=peer)
+
+    def recv(t: Any, peer: int) -> None:
+        if pp_group is None:
+            dist.recv(t, peer)
+        else:
+            dist.recv(t, group=pp_group, group_src=peer)
 
     def one_step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -159,37 +211,47 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
         g: dict[int, torch.Tensor] = {}
         for what, i, peer, data in work:
             if what == "F":
-                if rank == 0:
+                if stage == 0:
                     x[i] = batch[i]
                 y[i] = model(x[i])
             elif what == "B":
-                if rank == last:
+                if stage == last:
                     y.pop(i).float().pow(2).mean().backward()
                 else:
                     y.pop(i).backward(g.pop(i))
             elif what == "recv":
                 t = torch.empty(args.micro_batch_size, h)
-                dist.recv(t, peer)
+                recv(t, peer)
                 if data == "act":
                     x[i] = t.requires_grad_(True)
                 else:
                     g[i] = t
             elif data == "act":
-                dist.send(y[i].detach(), peer)
+                send(y[i].detach(), peer)
             else:
                 grad = x.pop(i).grad
                 assert grad is not None
-                dist.send(grad, peer)
+                send(grad, peer)
+        if dp_group is not None:  # gradient synchronisation over the stage's DP group
+            for prm in reversed(params):
+                dist.all_reduce(prm.grad, group=dp_group)
         opt.step()
 
     out_dir = Path(args.out).resolve()
     profile_steps(out_dir, rank, args.steps, one_step, WAIT_STEPS, WARMUP_STEPS)
     if rank == 0:
         first = WAIT_STEPS + WARMUP_STEPS
-        p, m = args.stages, args.micro_batches
+        p, m, world = args.stages, args.micro_batches, args.stages * args.dp
+        mesh: dict[str, Any] = {}
+        if args.dp > 1:
+            mesh = {
+                "groups": mesh_groups(args),
+                "dp_allreduces_per_step": [2 * layers_of(s, args) for s in range(p)],
+            }
         truth = {
-            "world_size": args.stages,
+            "world_size": world,
             "stages": args.stages,
+            "dp": args.dp,
             "schedule": args.schedule,
             "micro_batches": m,
             "micro_batch_size": args.micro_batch_size,
@@ -198,7 +260,13 @@ def worker(rank: int, args: argparse.Namespace, port: int) -> None:
             "slow_stage": args.slow_stage,
             "slow_factor": args.slow_factor if args.slow_stage >= 0 else 1,
             "steps": list(range(first, first + args.steps)),
-            "p2p_per_step": {str(s): p2p_plan(s, args) for s in range(p)},
+            "p2p_per_step": {
+                str(r): [[op, r - r % p + peer, n] for op, peer, n in p2p_plan(r % p, args)]
+                for r in range(world)
+            },
+            "stage_of_rank": [r % p for r in range(world)],
+            "replica_of_rank": [r // p for r in range(world)],
+            **mesh,
             "bubble_fraction_formula": (p - 1) / (m + p - 1),
             "torch_version": torch.__version__,
             "generator_args": {k: v for k, v in vars(args).items() if k != "out"},
@@ -214,13 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():
         print(f"{out} exists; choose a new folder", file=sys.stderr)
         return 2
+    if args.dp < 1:
+        print(f"--dp {args.dp} must be at least 1", file=sys.stderr)
+        return 2
     if not 0 <= args.slow_stage < args.stages and args.slow_stage != -1:
         print(f"--slow-stage {args.slow_stage} is no stage of {args.stages}", file=sys.stderr)
         return 2
     out.mkdir(parents=True)
     import torch.multiprocessing as mp
 
-    mp.spawn(worker, args=(args, free_port()), nprocs=args.stages, join=True)
+    mp.spawn(worker, args=(args, free_port()), nprocs=args.stages * args.dp, join=True)
     return 0
 
 

@@ -98,3 +98,23 @@ def test_the_stage_table_is_the_reports(store, tmp_path, monkeypatch):
     assert not any("_ms" in c for c in shown.columns)
     captions = " ".join(c.value for c in at.caption)
     assert "bubble" in captions
+
+
+def test_the_pipeline_whatifs_are_the_reports(store, tmp_path, monkeypatch):
+    """The pipeline's step as measured, with its stages balanced and with twice the
+    micro-batches (replayed and by the formula), as the report gives them, in words."""
+    db, report = store
+    chain = report["pipeline"]["pipelines"][0]
+    at = app(db, monkeypatch, tmp_path)
+    shown = next(d.value for d in at.dataframe if "Step (ms)" in d.value.columns)
+    want = {
+        "As measured": chain["step_ms"],
+        "Stages balanced (replayed)": chain["balanced_step_ms"],
+        "Twice the micro-batches (replayed)": chain["micro_batches_2m_step_ms"],
+        "Twice the micro-batches (bubble formula)": chain["micro_batches_2m_formula_step_ms"],
+    }
+    want = {k: x for k, x in want.items() if x is not None}
+    assert "Twice the micro-batches (replayed)" in want  # the 1F1B run replays it
+    assert dict(zip(shown["Pipeline"], shown["Step (ms)"], strict=True)) == pytest.approx(
+        want, rel=5e-3
+    )

@@ -18,6 +18,7 @@ import pandas as pd
 
 from commwall.analysis.replay.chain import Steps
 from commwall.analysis.replay.engine import _load_steps, job_step, replay_all
+from commwall.analysis.replay.micro import replay_micro_batches
 from commwall.analysis.replay.walk import WhatIf
 from commwall.analysis.report.session import run_session
 from commwall.analysis.steps import timeline
@@ -84,8 +85,11 @@ def pipeline_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     `step_ms` (the replayed step, median over steps of the slowest stage), `balanced_step_ms`
     (replayed with the slowest stage at the median stage's compute; null when balanced),
     `bubble_formula` ((p − 1) / (m + p − 1)) and `bubble_formula_2m` (with twice the
-    micro-batches), `wait_share` (the stages' median waiting ÷ step); and `sentence`, the
-    diagnosis's words for the first pipeline."""
+    micro-batches), `micro_batches_2m_step_ms` (the step replayed with every micro-batch split
+    in two: replay/micro.py; null when it cannot be replayed) beside
+    `micro_batches_2m_formula_step_ms` (the formula's: step_ms × (1 − bubble_formula) ÷
+    (1 − bubble_formula_2m)), `wait_share` (the stages' median waiting ÷ step); and `sentence`,
+    the diagnosis's words for the first pipeline."""
     pairs = con.execute(
         "SELECT * FROM p2p_pairs(?) WHERE matched AND NOT size_mismatch", [rid]
     ).df()
@@ -96,17 +100,25 @@ def pipeline_section(con: duckdb.DuckDBPyConnection, rid: int) -> dict:
     comp = con.execute("SELECT rank, step, compute_ns FROM step_overlap(?)", [rid]).df()
     rows = comp.merge(per, on=["rank", "step"], how="left").fillna(0)
     rows = rows[rows["step"].isin(per["step"].unique())]
-    rows["wait_ns"] = rows["recv_wait_ns"] + rows["send_wait_ns"]
     med = rows.groupby("rank")[["compute_ns", "wait_ns", "recv_wait_ns", "send_wait_ns",
                                 "recv_transfer_ns"]].median()  # fmt: skip
     steps, _ = _load_steps(con, rid)
-    out = [_one(chain, med, pairs, steps) for chain in chains]
+    barriers = con.execute("SELECT ik, src, k FROM p2p_replay_pairs(?)", [rid]).df()
+    more = replay_micro_batches(steps, barriers, [r for c in chains for r in c])
+    out = [_one(chain, med, pairs, steps, more) for chain in chains]
     out.sort(key=lambda p: -sum(s["wait_ms"] for s in p["stages"]))
     return {"available": True, "pipelines": out, "sentence": pipeline_sentence(out[0])}
 
 
-def _one(chain: list[int], med: pd.DataFrame, pairs: pd.DataFrame, steps: Steps) -> dict:
-    """One pipeline's figures (pipeline_section)."""
+def _one(
+    chain: list[int],
+    med: pd.DataFrame,
+    pairs: pd.DataFrame,
+    steps: Steps,
+    more: pd.DataFrame | None,
+) -> dict:
+    """One pipeline's figures (pipeline_section); `more`: the replay with twice the
+    micro-batches (replay_micro_batches), None when not replayed."""
     stages = []
     for i, r in enumerate(chain):
         m = med.loc[r] if r in med.index else pd.Series(dtype=float)
@@ -141,6 +153,9 @@ def _one(chain: list[int], med: pd.DataFrame, pairs: pd.DataFrame, steps: Steps)
     sub = [d[d["rank"].isin(chain)] for d in dfs]
     step_ms = _ms(job_step(sub[0], "replayed_ns"))
     balanced_ms = _ms(job_step(sub[1], "replayed_ns")) if len(sub) > 1 else None
+    formula = (p - 1) / (micro + p - 1) if micro else None
+    formula_2m = (p - 1) / (2 * micro + p - 1) if micro else None
+    mine = None if more is None else more[more["rank"].isin(chain)]
     return {
         "ranks": chain,
         "micro_batches": micro,
@@ -151,8 +166,16 @@ def _one(chain: list[int], med: pd.DataFrame, pairs: pd.DataFrame, steps: Steps)
         "balanced": bool(balanced),
         "step_ms": step_ms,
         "balanced_step_ms": balanced_ms,
-        "bubble_formula": (p - 1) / (micro + p - 1) if micro else None,
-        "bubble_formula_2m": (p - 1) / (2 * micro + p - 1) if micro else None,
+        "bubble_formula": formula,
+        "bubble_formula_2m": formula_2m,
+        "micro_batches_2m_step_ms": (
+            _ms(job_step(mine, "replayed_ns")) if mine is not None and not mine.empty else None
+        ),
+        "micro_batches_2m_formula_step_ms": (
+            round(step_ms * (1 - formula) / (1 - formula_2m), 3)
+            if formula is not None and formula_2m is not None
+            else None
+        ),
         "wait_share": (
             round(float(pd.Series([s["wait_ms"] for s in stages]).median()) / step_ms, 4)
             if step_ms
@@ -189,10 +212,16 @@ def pipeline_sentence(p: dict) -> str:
         if formula is not None
         else ""
     )
+    replayed = p.get("micro_batches_2m_step_ms")
+    shrink = (
+        f"Twice as many micro-batches replay to a {replayed:.3g} ms step (from {p['step_ms']:.3g})."
+        if replayed is not None and p.get("step_ms")
+        else "More micro-batches per step shrink it."
+    )
     return (
         f"Pipeline of {n} stages, balanced (compute within {100 * (UNBALANCED - 1):.0f}% of the "
         f"median stage); each stage waits up to {most['wait_ms']:.0f} ms per step for its "
-        f"neighbours: the pipeline's bubble{more}. More micro-batches per step shrink it."
+        f"neighbours: the pipeline's bubble{more}. {shrink}"
     )
 
 

@@ -268,6 +268,8 @@ class PipelineChain(TypedDict):
     balanced_step_ms: float | None
     bubble_formula: float | None
     bubble_formula_2m: float | None
+    micro_batches_2m_step_ms: float | None
+    micro_batches_2m_formula_step_ms: float | None
     wait_share: float | None
 
 
@@ -414,6 +416,8 @@ class FabricBaseline(TypedDict):
     time_ratio: float | None  # nccl-tests' time for the same calls / the training's
     status: str | None  # attention | ok
     sentence: str | None
+    baseline_run: str | None  # the run whose tables are the baseline; None: this run's own
+    caveat: str | None  # the headline's table measured other GPUs, nodes or ranks than the run
 
 
 class Inspector(TypedDict, total=False):

@@ -47,8 +47,10 @@ FROM g CROSS JOIN w;
 -- group smaller than the world, with their thread and lane.
 --   returns   rank, ts, dur, name (the call's key in collectives), tid, lane (0-based).
 -- Algorithm: the call's thread from its activity (same rank, start, duration and name, kind
--- comm); lanes by a break wherever the sorted thread ids of the rank jump by more than one (or
--- the process changes).
+-- comm); lanes by a break wherever the sorted thread ids of the rank jump over an id that is no
+-- other rank's (of the same host) calling thread, or the process changes. Thread ids are
+-- numbered per host: ranks that create a group together (new_group is collective) interleave
+-- their pools' threads, so a jump over other ranks' calling threads only stays in the lane.
 CREATE OR REPLACE TEMP MACRO _lane_calls(rid) AS TABLE
 WITH cand AS MATERIALIZED (
     SELECT DISTINCT rank FROM _rank_groups(rid) WHERE pg_size < world
@@ -64,17 +66,30 @@ t AS MATERIALIZED (
         ON a.run_id = rid AND a.rank = c.rank AND a.ts = c.ts AND a.dur = c.dur
         AND a.name = c.name AND a.kind = 'comm'
 ),
+-- every calling thread with its rank's host
+ht AS MATERIALIZED (
+    SELECT DISTINCT t.rank, h.host, t.pid, t.tid
+    FROM t LEFT JOIN (
+        SELECT rank, any_value(host) AS host FROM ranks WHERE run_id = rid GROUP BY rank
+    ) h ON h.rank = t.rank
+),
 th AS (
     SELECT rank, pid, tid,
         sum(CASE WHEN brk THEN 1 ELSE 0 END) OVER (
             PARTITION BY rank ORDER BY pid, tid ROWS UNBOUNDED PRECEDING
         )::BIGINT - 1 AS lane
     FROM (
-        SELECT rank, pid, tid,
-            lag(tid) OVER w IS NULL OR pid IS DISTINCT FROM lag(pid) OVER w
-                OR tid - lag(tid) OVER w > 1 AS brk
-        FROM (SELECT DISTINCT rank, pid, tid FROM t)
-        WINDOW w AS (PARTITION BY rank ORDER BY pid, tid)
+        SELECT p.rank, p.pid, p.tid,
+            p.prev IS NULL OR p.pid IS DISTINCT FROM p.prev_pid
+                OR p.tid - p.prev - 1 > (
+                    SELECT count(DISTINCT o.tid) FROM ht o
+                    WHERE o.rank <> p.rank AND o.host IS NOT DISTINCT FROM p.host
+                        AND o.tid > p.prev AND o.tid < p.tid
+                ) AS brk
+        FROM (
+            SELECT *, lag(tid) OVER w AS prev, lag(pid) OVER w AS prev_pid FROM ht
+            WINDOW w AS (PARTITION BY rank ORDER BY pid, tid)
+        ) p
     )
 )
 SELECT t.rank, t.ts, t.dur, t.name, t.tid, th.lane

@@ -1,5 +1,5 @@
 -- p2p: point-to-point sends and receives matched across ranks, on the aligned clock.
--- requires: collectives
+-- requires: collectives, p2p_peers, intervals
 -- A send on rank a to peer b and a receive on rank b from peer a belong to one channel a -> b
 -- (of one process group). Both sides see the channel's messages in the same order, so within a
 -- step the k-th send of a channel is matched with its k-th receive; their sizes must agree.
@@ -22,25 +22,27 @@
 --   On a CPU trace the program issues a send or receive with a `c10d::send` / `c10d::recv_`
 --   op and gloo records the transfer (`gloo:send` / `gloo:recv`) when it starts, inside that op
 --   or after it: the data can move before that record (a receive may end before its send's
---   record begins), so a call starts at its op. GPU calls start at their kernel.
--- Algorithm: the collectives rows with op send/recv and a peer; the issuing op is the rank's
--- latest `c10d::send` (`c10d::recv_`) starting at or before the call (ASOF join); shifted by
--- the rank's domain offset (clock_offsets); steps by ASOF join on the launch time as
--- collectives.sql does.
+--   record begins), so a call starts at its op. GPU calls (an NCCL kernel, on a stream) start
+--   at their kernel: their `c10d::` op runs on the host, ahead of the device.
+-- Algorithm: the collectives rows with op send/recv and a peer (a global rank: p2p_peers.sql);
+-- the issuing op is the rank's latest `c10d::send` (`c10d::recv_`) starting at or before the
+-- call (ASOF join); shifted by the rank's domain offset (clock_offsets); steps by ASOF join on
+-- the launch time as collectives.sql does.
 CREATE OR REPLACE TEMP MACRO p2p_calls(rid) AS TABLE
 WITH off AS (SELECT unnest(ranks) AS rank, offset_ns FROM clock_offsets(rid)),
 x AS (
     SELECT rank, op, peer, pg_name, in_nelems, dtype, coalesce(in_bytes, out_bytes) AS bytes,
-        ts AS raw_ts, ts + dur AS raw_te, coalesce(launch_ts, ts) AS launch_ts
-    FROM collectives
-    WHERE run_id = rid AND op IN ('send', 'recv') AND peer IS NOT NULL
+        ts AS raw_ts, ts + dur AS raw_te, coalesce(launch_ts, ts) AS launch_ts, stream
+    FROM p2p_global_calls(rid)
+    WHERE peer IS NOT NULL
 ),
 ops AS (
     SELECT rank, ts AS op_ts, CASE name WHEN 'c10d::send' THEN 'send' ELSE 'recv' END AS op
     FROM activities WHERE run_id = rid AND name IN ('c10d::send', 'c10d::recv_')
 ),
 c AS (
-    SELECT x.*, least(coalesce(ops.op_ts, x.raw_ts), x.raw_ts) AS issue_raw
+    SELECT x.* EXCLUDE (stream), CASE WHEN x.stream IS NULL
+        THEN least(coalesce(ops.op_ts, x.raw_ts), x.raw_ts) ELSE x.raw_ts END AS issue_raw
     FROM x ASOF LEFT JOIN ops ON x.rank = ops.rank AND x.op = ops.op AND x.raw_ts >= ops.op_ts
 ),
 s AS (
@@ -95,8 +97,11 @@ FROM s FULL OUTER JOIN r
 -- p2p_rank_steps(rid): per (rank, step) of run `rid`, its matched point-to-point time.
 --   returns   rank, step, n_recv, recv_ns (receives' total time), recv_wait_ns (waiting for
 --             the sender), recv_transfer_ns, n_send, send_ns, send_wait_ns (waiting for the
---             receiver); only matched pairs without a size mismatch.
--- Algorithm: p2p_pairs' receive side summed by (dst, step), its send side by (src, step).
+--             receiver), wait_ns (the rank's waiting: the union of its sends' and receives'
+--             waiting intervals, so that the sends and receives of one batched kernel, which
+--             wait at the same time, count once); only matched pairs without a size mismatch.
+-- Algorithm: p2p_pairs' receive side summed by (dst, step), its send side by (src, step);
+-- wait_ns: interval_merge of the waits [ts, ts + wait) per (rank, step), summed.
 CREATE OR REPLACE TEMP MACRO p2p_rank_steps(rid) AS TABLE
 WITH p AS MATERIALIZED (SELECT * FROM p2p_pairs(rid) WHERE matched AND NOT size_mismatch),
 r AS (
@@ -108,14 +113,26 @@ s AS (
     SELECT src AS rank, step, count(*) AS n_send, sum(send_te - send_ts) AS send_ns,
         sum(send_wait_ns) AS send_wait_ns
     FROM p GROUP BY ALL
+),
+w AS (
+    SELECT {'rank': dst, 'step': step} AS grp, recv_ts AS ts, recv_wait_ns AS dur FROM p
+    UNION ALL
+    SELECT {'rank': src, 'step': step}, send_ts, send_wait_ns FROM p
+),
+u AS (
+    SELECT grp.rank AS rank, grp.step AS step, sum(dur) AS wait_ns
+    FROM interval_merge(w) GROUP BY ALL
 )
 SELECT coalesce(r.rank, s.rank) AS rank, coalesce(r.step, s.step) AS step,
     coalesce(n_recv, 0) AS n_recv, coalesce(recv_ns, 0)::BIGINT AS recv_ns,
     coalesce(recv_wait_ns, 0)::BIGINT AS recv_wait_ns,
     coalesce(recv_transfer_ns, 0)::BIGINT AS recv_transfer_ns,
     coalesce(n_send, 0) AS n_send, coalesce(send_ns, 0)::BIGINT AS send_ns,
-    coalesce(send_wait_ns, 0)::BIGINT AS send_wait_ns
+    coalesce(send_wait_ns, 0)::BIGINT AS send_wait_ns,
+    coalesce(u.wait_ns, 0)::BIGINT AS wait_ns
 FROM r FULL OUTER JOIN s ON r.rank = s.rank AND r.step IS NOT DISTINCT FROM s.step
+LEFT JOIN u ON u.rank = coalesce(r.rank, s.rank)
+    AND u.step IS NOT DISTINCT FROM coalesce(r.step, s.step)
 ORDER BY rank, step;
 
 -- p2p_replay_rows(rid): the matched pairs of run `rid` as two-member barriers for the replay
@@ -132,6 +149,15 @@ WITH p AS (
 SELECT unnest([src, dst]) AS rank, ik, step, unnest([send_ts, recv_ts]) AS ts,
     unnest([send_te, recv_te]) AS te, unnest([send_raw_ts, recv_raw_ts]) AS raw_ts, recv_te
 FROM p;
+
+-- p2p_replay_pairs(rid): what each point-to-point barrier of p2p_replay_rows is.
+--   returns   ik (as p2p_replay_rows numbers it), src, dst, pg_name, step, k, transfer_ns (the
+--             receive's end minus the later of the two starts, at least 0).
+-- Algorithm: p2p_pairs' matched pairs without size mismatch, numbered as p2p_replay_rows.
+CREATE OR REPLACE TEMP MACRO p2p_replay_pairs(rid) AS TABLE
+SELECT -row_number() OVER (ORDER BY src, dst, pg_name, step, k) AS ik, src, dst, pg_name, step,
+    k, greatest(recv_te - greatest(send_ts, recv_ts), 0) AS transfer_ns
+FROM p2p_pairs(rid) WHERE matched AND NOT size_mismatch;
 
 -- p2p_waits(rid): the waiting part of every matched send and receive of run `rid`, on the
 -- rank's own clock (the decomposition's time base, decomposition.sql).

@@ -83,7 +83,10 @@ def group_roles(con: duckdb.DuckDBPyConnection, rid: int) -> pd.DataFrame:
             }
         )
     cols = ["pg_name", "pg_desc", "n_calls", "role", "source", "dimension"]
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    for col in ("pg_name", "pg_desc"):  # a string column reads a missing name as NaN: keep None
+        out[col] = out[col].astype(object).where(out[col].notna(), None)
+    return out
 
 
 def _roles_table(con: duckdb.DuckDBPyConnection, rid: int, roles: pd.DataFrame) -> str:

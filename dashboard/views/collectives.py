@@ -212,6 +212,23 @@ if isinstance(pipeline, dict) and pipeline.get("available") and pipeline.get("pi
         "issued, a send before its receive was posted); receiving, the receives' time after "
         "their send was issued."
     )
+    fixes = [
+        ("As measured", chain.get("step_ms")),
+        ("Stages balanced (replayed)", chain.get("balanced_step_ms")),
+        ("Twice the micro-batches (replayed)", chain.get("micro_batches_2m_step_ms")),
+        ("Twice the micro-batches (bubble formula)", chain.get("micro_batches_2m_formula_step_ms")),
+    ]
+    fixes = [(k, x) for k, x in fixes if x is not None]
+    if len(fixes) > 1:
+        table(
+            pd.DataFrame({"Pipeline": [k for k, _ in fixes], "Step (ms)": [x for _, x in fixes]}),
+            key="pipeline_whatifs",
+        )
+        st.caption(
+            "The step of this pipeline as measured and under each change: replayed over the "
+            "measured schedule (each micro-batch split in two for twice the micro-batches), "
+            "beside the bubble formula (p − 1)/(m + p − 1) applied to the measured step."
+        )
 
 st.subheader("Algorithm and protocol")
 backends = (v.report.get("run_info") or {}).get("backends") or []
