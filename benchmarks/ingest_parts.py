@@ -41,6 +41,7 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from commwall.ingest.formats.kineto import columns as kineto_columns  # noqa: E402
 from commwall.ingest.formats.kineto import events as kineto_events  # noqa: E402
 from commwall.ingest.formats.kineto import reader as kineto  # noqa: E402
 from commwall.ingest.sources import read_bytes  # noqa: E402
@@ -72,7 +73,7 @@ def decode(path: Path, columns: bool) -> None:
     trace = kineto_events.Trace(path, read_bytes(path))  # memory-mapped, as `parse` reads it
     batches = trace.events(trace.spans())
     if columns:
-        kineto._Chunks().collect(batches, re.compile("nccl|gloo"))
+        kineto_columns.Chunks().collect(batches, re.compile("nccl|gloo"))
     else:
         for _ in batches:
             pass

@@ -6,6 +6,9 @@ scripts and no external requests: charts are inline SVG rendered by vl-convert (
 address-space limit in a child process, or left out with a sentence saying why: doc_charts),
 styles are inline, and it prints to PDF (A4). Every string from the data is escaped (HTML:
 html.escape; Markdown: backslash escapes), so a trace cannot inject markup.
+
+What the document says is export_content.py's; this module draws the figures and lays the
+HTML page out, export_markdown.py the Markdown file.
 """
 
 from __future__ import annotations
@@ -17,23 +20,33 @@ from typing import Any
 
 import pandas as pd
 
-from commwall.analysis.compare.diff import change_sentence
-from commwall.analysis.fabric.baseline import OP_WORDS
-from commwall.analysis.model import whatif
-from commwall.analysis.report.checklist import evaluate
 from commwall.analysis.safe_text import visible
 from commwall.analysis.steps import summary
-from commwall.analysis.steps.verdict import verdict
+from commwall.dashboard.export_content import (
+    HANDLED,
+    INSPECTOR_HEADING,
+    NA,
+    answer_text,
+    as_text,
+    brief_items,
+    checklist,
+    collective_rows,
+    diagnosis_text,
+    diff_sentence,
+    fabric_rows,
+    frame_rows,
+    hang_rows,
+    measured_vs_predicted,
+    model_note,
+    nccl_rows,
+    rank_rows,
+    run_rows,
+    straggler_rows,
+    summary_rows,
+)
+from commwall.dashboard.export_markdown import render_markdown
 from commwall.dashboard.inspector_text import postmortem_rows, summary_line
 
-#: Report keys with a section of their own below; any other key is shown generically.
-HANDLED = {
-    "run", "run_info", "summary", "ranks", "steps", "stragglers", "collectives", "model",
-    "nccl", "checklist", "decomposition", "diagnosis", "replay", "hang", "inspector",
-    "fabric",
-}  # fmt: skip
-#: The heading of the NCCL Inspector section (only when the run has Inspector output).
-INSPECTOR_HEADING = "Over the whole run (NCCL Inspector)"
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:60rem;
 color:#222;line-height:1.4}
@@ -53,10 +66,6 @@ figure svg{max-width:100%;height:auto}code{background:#f3f3f3;padding:0 .2rem}
 @page{size:A4;margin:14mm}
 @media print{body{margin:0;max-width:none;font-size:10pt}h2{break-before:auto}}
 """
-NA = "not available"
-
-
-# --- values ------------------------------------------------------------------------------------
 
 
 #: At most this many ranks in a bar chart of the document (those causing the most waiting).
@@ -78,294 +87,6 @@ def _rank_blocks(dec: Any) -> tuple[Any, int]:
     parts = list(dec["part"].unique())
     blocks = summary.parts_per_rank_block(wide, parts, size)
     return blocks.melt(id_vars="rank", var_name="part", value_name="ms"), size
-
-
-def _num(v: Any, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
-        return ""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != 0 and (abs(v) < 10 ** (-digits) or abs(v) >= 1e7):
-            return f"{v:.3g}"
-        return f"{v:.{digits}f}"
-    return _text(v)
-
-
-def _pct(v: Any) -> str:
-    return "" if v is None else f"{100 * v:.1f}%"
-
-
-def _text(v: Any) -> str:
-    """A value as short text: lists of records as `a / b; c / d`, dicts as `k: v, ...`."""
-    if v is None:
-        return ""
-    if isinstance(v, dict):
-        return ", ".join(
-            f"{str(k).replace('_', ' ')}: {_text(x)}"
-            for k, x in v.items()
-            if x not in (None, "", [], {})
-        )
-    if isinstance(v, list):
-        return "; ".join(
-            " / ".join(_text(x) for x in e.values() if x not in (None, "", []))
-            if isinstance(e, dict)
-            else _text(e)
-            for e in v
-        )
-    if isinstance(v, float):
-        return _num(v)
-    return str(v)
-
-
-# --- content: the same for HTML and Markdown --------------------------------------------------
-
-
-def answer_text(report: Mapping[str, Any]) -> str | None:
-    """The diagnosis's answer at a glance (at most 25 words), when the report has one."""
-    d = report.get("diagnosis") or {}
-    return str(d["answer"]) if isinstance(d, dict) and d.get("answer") else None
-
-
-def brief_items(report: Mapping[str, Any]) -> list[str]:
-    """The diagnosis's brief points (at most five), when the report has them."""
-    d = report.get("diagnosis") or {}
-    brief = d.get("brief") if isinstance(d, dict) else None
-    return [str(p["text"]) for p in brief or [] if isinstance(p, dict) and p.get("text")]
-
-
-def diagnosis_text(report: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(the paragraph that opens the document, its cause): the diagnosis's when the report
-    has one, else the verdict and the straggler verdict."""
-    d = report.get("diagnosis") or {}
-    if isinstance(d, dict) and d.get("paragraph"):
-        return str(d["paragraph"]), _text(d.get("label") or d.get("cause")) or None
-    v = verdict(report.get("summary"))
-    parts = [f"{v['verdict']}: {v['reason']}." if v else "No communication was measured."]
-    s = (report.get("stragglers") or {}).get("verdict")
-    if s:
-        parts.append(f"Straggler analysis — {s}.")
-    return " ".join(parts), None
-
-
-def model_note(report: Mapping[str, Any], whatifs: Any = None) -> str | None:
-    """What a reader of the model's figures must know first: that the fit is not calibrated
-    (its status), and that the model's what-ifs leave out the bandwidth and compression ones
-    when the link bandwidth was not fitted. None when neither applies."""
-    m = report.get("model") or {}
-    status = str(m.get("status") or "")
-    notes = []
-    if status and status != "calibrated":
-        notes.append(
-            f"Model status: {status}. Its prediction and what-ifs rest on a fit whose held-out "
-            "error is too large, or unknown, to act on."
-        )
-    labels = set(whatifs["what_if"]) if isinstance(whatifs, pd.DataFrame) else set()
-    if "as measured (model)" in labels and not labels & {"2× link bandwidth"}:
-        notes.append(f"What-ifs: {whatif.LINK_NOT_FITTED}.")
-    return " ".join(notes) or None
-
-
-def measured_vs_predicted(report: Mapping[str, Any]) -> list[dict]:
-    """Rows quantity | measured | predicted of the model section (times in ms)."""
-    m = report.get("model") or {}
-    meas, pred = m.get("measured") or {}, m.get("predicted") or {}
-    rows = []
-    for key, label in [
-        ("step_ms", "step time (ms)"),
-        ("tau_comp_ms", "τ_comp, compute (ms)"),
-        ("tau_comm_ms", "τ_comm, communication (ms)"),
-        ("exposed_comm_ms", "exposed communication (ms)"),
-        ("idle_ms", "idle (ms)"),
-        ("eta", "η, overlap efficiency"),
-        ("comm_overhead", "exposed share of the step"),
-        ("verdict", "verdict"),
-    ]:
-        a, b = meas.get(key), pred.get(key)
-        if a is None and b is None:
-            continue
-        fmt = _pct if key == "comm_overhead" else _num
-        rows.append({"quantity": label, "measured": fmt(a), "predicted": fmt(b)})
-    return rows
-
-
-def summary_rows(report: Mapping[str, Any]) -> list[dict]:
-    s = report.get("summary") or {}
-    labels = [
-        ("step_ms", "step time (ms)"),
-        ("tau_comp_ms", "τ_comp (ms)"),
-        ("tau_comm_ms", "τ_comm (ms)"),
-        ("overlap_ms", "overlap (ms)"),
-        ("exposed_comm_ms", "exposed communication (ms)"),
-        ("idle_ms", "idle (ms)"),
-        ("eta", "η (overlap ÷ min(τ_comp, τ_comm))"),
-        ("gamma", "γ (τ_comm ÷ τ_comp)"),
-    ]
-    rows = [{"metric": lab, "value": _num(s.get(k))} for k, lab in labels if k in s]
-    if "exposed_comm_share" in s:
-        rows.append({"metric": "exposed communication share of step time",
-                     "value": _pct(s["exposed_comm_share"])})  # fmt: skip
-    return rows
-
-
-def straggler_rows(report: Mapping[str, Any]) -> list[dict]:
-    return [
-        {
-            "rank": r.get("rank"),
-            "host": r.get("host"),
-            "straggler": (r.get("kind") or "yes") if r.get("flagged") else "",
-            "last arrivals": f"{r.get('n_last')}/{r.get('n_instances')}"
-            if r.get("n_instances")
-            else "",
-            "lateness (ms)": _num(r.get("lateness_ms")),
-            "wait caused (ms)": _num(r.get("wait_caused_ms")),
-            "own wait (ms)": _num(r.get("wait_ms")),
-            "compute (ms/step)": _num(r.get("compute_ms")),
-        }
-        for r in (report.get("stragglers") or {}).get("ranks") or []
-    ]
-
-
-def collective_rows(report: Mapping[str, Any]) -> list[dict]:
-    return [
-        {
-            "op": o.get("op"),
-            "instances": o.get("count"),
-            "median size (B)": _num(o.get("bytes_median"), 0),
-            "median transfer (ms)": _num(o.get("transfer_ms_median")),
-            "median busbw (GB/s)": _num(o.get("busbw_GBps_median")),
-            "best busbw (GB/s)": _num(o.get("busbw_GBps_max")),
-            "arrival skew, median (ms)": _num(o.get("skew_start_ms_median")),
-            "total wait (ms)": _num(o.get("wait_ms_total")),
-        }
-        for o in (report.get("collectives") or {}).get("ops") or []
-    ]
-
-
-def fabric_rows(report: Mapping[str, Any]) -> list[dict] | str:
-    """The run's collective classes against nccl-tests on its fabric (the `fabric` section),
-    or why there is no comparison."""
-    f = report.get("fabric")
-    if not isinstance(f, dict) or not f.get("present"):
-        why = f.get("reason") if isinstance(f, dict) else None
-        return f"{NA}: {why or 'no fabric section'}"
-    return [
-        {
-            "op": OP_WORDS.get(c.get("op") or "", c.get("op")),
-            "size (B)": _num(c.get("size_bytes"), 0),
-            "calls": c.get("n_calls"),
-            "training busbw (GB/s)": _num(c.get("busbw_GBps")),
-            "nccl-tests busbw (GB/s)": _num(c.get("baseline_busbw_GBps")),
-            "training ÷ nccl-tests": _pct(c.get("ratio")),
-            "priced from": c.get("baseline") or "—",
-        }
-        for c in f.get("classes") or []
-    ]
-
-
-def nccl_rows(report: Mapping[str, Any]) -> list[dict]:
-    n = report.get("nccl") or {}
-    if not n.get("present"):
-        return []
-    facts = {
-        "versions": n.get("versions"),
-        "version mismatch": n.get("version_mismatch"),
-        "ranks with a log": n.get("ranks", {}).get("with_log"),
-        "ranks without a log": n.get("ranks", {}).get("without_log"),
-        "networks": n.get("networks"),
-        "transports": n.get("transports"),
-        "GPU Direct RDMA": n.get("gdr"),
-        "TCP fallback": (n.get("tcp_fallback") or {}).get("explanation")
-        or (n.get("tcp_fallback") or {}).get("detected"),
-        "warnings": (n.get("warnings") or {}).get("count"),
-        "errors": (n.get("errors") or {}).get("count"),
-        "watchdog timeouts": (n.get("timeouts") or {}).get("count"),
-    }
-    return [
-        {"fact": k, "value": "yes" if v is True else "no" if v is False else _text(v)}
-        for k, v in facts.items()
-        if v not in (None, [], "")
-    ]
-
-
-def hang_rows(report: Mapping[str, Any]) -> tuple[str, list[dict] | str]:
-    """The hang section: its sentence and its findings (who never entered, mismatched or
-    stuck), or why it is not available."""
-    h = report.get("hang") or {}
-    if not h.get("present"):
-        return f"{NA}: {h.get('reason') or 'no hang section'}", []
-    rows = [
-        {"group": f["pg_name"], "seq": f["seq"], "kind": f["kind"], "op": f["op_name"],
-         "culprit ranks": _text(f["culprit_ranks"]), "other ranks": _text(f["other_ranks"]),
-         "expected": f["expected"], "culprits passed": _text(f["culprit_values"])}
-        for f in h.get("findings") or []
-    ]  # fmt: skip
-    return h.get("verdict") or NA, rows or "no rank missing, mismatched or stuck"
-
-
-def rank_rows(report: Mapping[str, Any]) -> list[dict]:
-    return [
-        {
-            "rank": r.get("rank"),
-            "span (ms)": _num(r.get("span_ms")),
-            "τ_comp (ms)": _num(r.get("tau_comp_ms")),
-            "τ_comm (ms)": _num(r.get("tau_comm_ms")),
-            "overlap (ms)": _num(r.get("overlap_ms")),
-            "exposed comm (ms)": _num(r.get("exposed_comm_ms")),
-            "idle (ms)": _num(r.get("idle_ms")),
-            "η": _num(r.get("eta")),
-            "γ": _num(r.get("gamma")),
-        }
-        for r in report.get("ranks") or []
-    ]
-
-
-def run_rows(report: Mapping[str, Any]) -> list[dict]:
-    """The run's facts, those without a value left out (an empty cell says nothing)."""
-    info = report.get("run_info") or {}
-    return [
-        {"fact": k.replace("_", " "), "value": text}
-        for k, v in info.items()
-        if (text := _text(v)) not in ("", "None", "[]", "{}")
-    ]
-
-
-def frame_rows(df: Any) -> list[dict] | str:
-    """A DataFrame as display rows (numbers formatted), or the "not available" string."""
-    if isinstance(df, str):
-        return df
-    if df is None or len(df) == 0:
-        return f"{NA}: none"
-    return [{str(k): _num(v) for k, v in r.items()} for r in df.to_dict("records")]
-
-
-def checklist(report: Mapping[str, Any]) -> list[dict]:
-    items = report.get("checklist") or evaluate(report)
-    rank = {"attention": 0, "ok": 1, "not_observable": 2}
-    return sorted(items, key=lambda i: rank.get(i.get("status"), 3))
-
-
-def diff_sentence(diff: dict) -> str:
-    """The step-time judgement of a before/after document in words."""
-    rows = diff["step_time"].to_dict("records")
-    base, after = rows[0], rows[1]
-    where = change_sentence(diff, after["run"]) if "step_change" in diff else None
-    where = f" {where}" if where else ""  # it begins with the run's name, as written
-    if after["change_pct"] is None or pd.isna(after["change_pct"]):
-        judged = str(after.get("judgement") or "")
-        return f"Step time: {judged if judged.startswith(NA) else NA}.{where}"
-    ci = (
-        f" (95% CI {after['ci_low_pct']:+.1f}% to {after['ci_high_pct']:+.1f}%,"
-        f" p = {after['p_value']:.3g})"
-        if after["ci_low_pct"] is not None and not pd.isna(after["ci_low_pct"])
-        else ""
-    )
-    return (
-        f"Median step time {base['median_ms']:.3f} ms → {after['median_ms']:.3f} ms, "
-        f"{after['change_pct']:+.1f}%{ci}: {after['judgement']}. Test: {after['test']}.{where}"
-    )
 
 
 # --- figures -------------------------------------------------------------------------------
@@ -500,7 +221,7 @@ def _html_table(rows: list[dict] | str) -> str:
         return f"<p class='na'>{NA}: none</p>"
     cols = list(dict.fromkeys(c for r in rows for c in r))
     numeric = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?%?$|^$")
-    left = {c for c in cols if not all(numeric.match(_text(r.get(c))) for r in rows)}
+    left = {c for c in cols if not all(numeric.match(as_text(r.get(c))) for r in rows)}
 
     def cls(c: str) -> str:
         return ' class="l"' if c in left else ""
@@ -509,7 +230,7 @@ def _html_table(rows: list[dict] | str) -> str:
     esc = _breakable if wide else html.escape
     head = "".join(f"<th{cls(c)}>{esc(str(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td{cls(c)}>{esc(_text(r.get(c)))}</td>" for c in cols) + "</tr>"
+        "<tr>" + "".join(f"<td{cls(c)}>{esc(as_text(r.get(c)))}</td>" for c in cols) + "</tr>"
         for r in rows
     )
     attr = " class='wide'" if wide else ""
@@ -532,16 +253,16 @@ def _breakable(text: str) -> str:
 
 def _chars_wide(cols: list[str], rows: list[dict]) -> int:
     """The width of a table's widest row laid out without wrapping, in characters."""
-    return sum(max(len(str(c)), *(len(_text(r.get(c))) for r in rows)) + 2 for c in cols)
+    return sum(max(len(str(c)), *(len(as_text(r.get(c))) for r in rows)) + 2 for c in cols)
 
 
 def _generic(value: Any) -> str:
     """A report key without a section of its own, as tables and text (never raw JSON)."""
     if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-        return _html_table([{k: _text(v) for k, v in r.items()} for r in value])
+        return _html_table([{k: as_text(v) for k, v in r.items()} for r in value])
     if isinstance(value, dict) and value:
-        return _html_table([{"key": k, "value": _text(v)} for k, v in value.items()])
-    return f"<p>{html.escape(_text(value) or NA)}</p>"
+        return _html_table([{"key": k, "value": as_text(v)} for k, v in value.items()])
+    return f"<p>{html.escape(as_text(value) or NA)}</p>"
 
 
 def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bool = True) -> str:
@@ -558,7 +279,7 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>commwall post-mortem — {title}</title><style>{STYLE}</style></head><body>",
         f"<h1>commwall post-mortem — {title}</h1>",
-        f"<p class='meta'>{esc(_text(report.get('run_info')))}</p>",
+        f"<p class='meta'>{esc(as_text(report.get('run_info')))}</p>",
     ]
     para, cause = diagnosis_text(report)
     p.append("<h2 id='diagnosis'>Diagnosis</h2>")
@@ -617,7 +338,7 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     n = report.get("nccl") or {}
     findings = n.get("findings") or []
     if findings:
-        p.append("<ul>" + "".join(f"<li>{esc(_text(f))}</li>" for f in findings) + "</ul>")
+        p.append("<ul>" + "".join(f"<li>{esc(as_text(f))}</li>" for f in findings) + "</ul>")
     p.append(_html_table(nccl_rows(report)) if n.get("present") else
              f"<p class='na'>{esc(n.get('hint') or NA)}</p>")  # fmt: skip
     hang_text, hang_table = hang_rows(report)
@@ -625,7 +346,7 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     p.append(_html_table(hang_table) if hang_table else "")
     if (ins := report.get("inspector") or {}).get("present"):
         p.append(f"<h2 id='inspector'>{INSPECTOR_HEADING}</h2><p>{esc(summary_line(ins))}</p>")
-        p.append("<ul>" + "".join(f"<li>{esc(_text(f))}</li>" for f in ins["findings"]) + "</ul>")
+        p.append("<ul>" + "".join(f"<li>{esc(as_text(f))}</li>" for f in ins["findings"]) + "</ul>")
         p.append(_html_table(rows) if (rows := postmortem_rows(ins)) else "")
     p.append("<h2 id='checklist'>Checklist</h2><ul>")
     for item in checklist(report):
@@ -648,111 +369,6 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     p.append(_html_table(run_rows(report)))
     p.append("</body></html>")
     return "\n".join(p)
-
-
-# --- Markdown --------------------------------------------------------------------------------
-
-#: Characters that make Markdown inline markup or break a table cell (`.`, `-`, `(` only
-#: matter at the start of a line, handled by _md's leading escape).
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>~#])")
-
-
-def _md(v: Any) -> str:
-    text = _MD_SPECIAL.sub(r"\\\1", _text(v)).replace("\n", " ")
-    return re.sub(r"^([-+])", r"\\\1", re.sub(r"^(\d+)\.", r"\1\\.", text))
-
-
-def _md_code(v: Any) -> str:
-    """Text whose `x` spans stay inline code, the rest escaped."""
-    parts = str(v).split("`")
-    return "".join(f"`{s}`" if i % 2 else _md(s) for i, s in enumerate(parts))
-
-
-def _md_table(rows: list[dict] | str) -> str:
-    if isinstance(rows, str):
-        return f"*{_md(rows)}*"
-    if not rows:
-        return f"*{NA}: none*"
-    cols = list(dict.fromkeys(c for r in rows for c in r))
-    lines = ["| " + " | ".join(_md(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_md(r.get(c)) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str:
-    """The document as Markdown (GitHub tables; the figures are in the HTML document)."""
-    data = {"report": report, **(extra or {})}
-    diff = data.get("diff")
-    title = _md(report.get("run"))
-    if diff is not None:
-        title += f" against {_md(data.get('baseline'))}"
-    para, cause = diagnosis_text(report)
-    out = [f"# commwall post-mortem — {title}", "", _md(report.get("run_info")), "",
-           "## Diagnosis", ""]  # fmt: skip
-    if a := answer_text(report):
-        out += [f"**{_md(a)}**", ""]
-    if items := brief_items(report):
-        out += [*(f"- {_md(x)}" for x in items), "", "### In detail", ""]
-    out += [_md(para) if a else f"**{_md(para)}**", ""]
-    if cause:
-        out += [f"Cause: {_md(cause)}", ""]
-    if diff is not None:
-        out += ["## Before and after", "", _md(diff_sentence(diff)), ""]
-        for key in ("step_time", "summary", "decomposition", "collectives", "stragglers",
-                    "nccl", "model"):  # fmt: skip
-            out += [f"### {_md(key.replace('_', ' '))}", "", _md_table(frame_rows(diff[key])), ""]
-    sections = [
-        ("Measured and predicted", measured_vs_predicted(report) or f"{NA}: no model section"),
-        (
-            "What-ifs, best first (step time in ms, saving in %)",
-            frame_rows(data.get("whatifs")) if "whatifs" in data else f"{NA}: needs the store",
-        ),
-        ("Summary (means over ranks and steps)", summary_rows(report)),
-        ("Stragglers", straggler_rows(report)),
-        ("Collectives", collective_rows(report)),
-        ("Collectives against nccl-tests on this fabric", fabric_rows(report)),
-        ("NCCL", nccl_rows(report) or (report.get("nccl") or {}).get("hint") or NA),
-        ("Per rank (whole trace)", rank_rows(report)),
-    ]
-    for head, rows in sections:
-        out += [f"## {head}", ""]
-        if head == "Measured and predicted" and (note := model_note(report, data.get("whatifs"))):
-            out += [f"**{_md(note)}**", ""]
-        if head == "Stragglers":
-            caveat = (report.get("stragglers") or {}).get("caveat")
-            out += [f"**{_md(caveat)}**", ""] if caveat else []
-            out += [_md((report.get("stragglers") or {}).get("verdict") or NA), ""]
-        if head == "NCCL":
-            out += [f"- {_md(f)}" for f in (report.get("nccl") or {}).get("findings") or []]
-        out += [_md_table(rows), ""]
-    hang_text, hang_table = hang_rows(report)
-    out += ["## Hang (Flight Recorder)", "", _md(hang_text), ""]
-    out += [_md_table(hang_table), ""] if hang_table else []
-    if (ins := report.get("inspector") or {}).get("present"):
-        out += [f"## {INSPECTOR_HEADING}", "", _md(summary_line(ins)), ""]
-        out += [*(f"- {_md(f)}" for f in ins["findings"]), ""]
-        out += [_md_table(rows), ""] if (rows := postmortem_rows(ins)) else []
-    out += ["## Checklist", ""]
-    out += [
-        f"- **{_md(str(i.get('status')).replace('_', ' '))}** — {_md(i.get('title'))}: "
-        + _md_code(i.get("evidence"))
-        + (f" *{_md_code(i['action'])}*" if i.get("action") else "")
-        for i in checklist(report)
-    ]
-    out.append("")
-    for key in report:
-        if key not in HANDLED:
-            value = report[key]
-            rows = (
-                [{k: _text(v) for k, v in r.items()} for r in value]
-                if isinstance(value, list) and value and all(isinstance(r, dict) for r in value)
-                else [{"key": k, "value": _text(v)} for k, v in value.items()]
-                if isinstance(value, dict) and value
-                else _text(value) or NA
-            )
-            out += [f"## {_md(key.replace('_', ' ').capitalize())}", "", _md_table(rows), ""]
-    out += ["## Run", "", _md_table(run_rows(report)), ""]
-    return "\n".join(out)
 
 
 def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = None) -> str:

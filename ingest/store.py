@@ -1,149 +1,35 @@
-"""The DuckDB store: open it (creating the schema), and land parsed files as one transaction."""
+"""The DuckDB store: open it (creating the schema), and land parsed files as one transaction.
+
+The lock policy every opening follows is in store_lock.py (its names are re-exported here);
+how the files of an ingest are hashed and parsed, in store_parse.py.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
-import sys
-import threading
-import time
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 
 import commwall.addrspace as addrspace
-from commwall.ingest.errors import (
-    IngestError,
-    UnknownFormat,
-    log_parser_failure,
-    parser_failure,
-    shown_name,
-)
-from commwall.ingest.exec import forked, heap, parallel
-from commwall.ingest.formats import registry as formats
+from commwall.ingest.errors import IngestError, UnknownFormat, shown_name
+from commwall.ingest.exec import heap
 from commwall.ingest.options import ParseOptions
 from commwall.ingest.parsed import Parsed
 from commwall.ingest.schema import SCHEMA_VERSION, ddl
-from commwall.ingest.sources import refuse_by_size, sha256_of
-
-T = TypeVar("T")
-
-
-class StoreError(Exception):
-    """The database itself is unusable (wrong schema version, locked, not DuckDB)."""
-
-
-class StoreBusyError(StoreError):
-    """Another process held the store's lock for longer than this step would wait: says, in
-    one line, which store, who holds it (`holder`, with `pid` when DuckDB names it) and for
-    how long this step waited (`wait_s`; None when unknown)."""
-
-    def __init__(self, db: str | Path, holder: str, pid: int | None, wait_s: float | None) -> None:
-        self.db, self.holder, self.pid, self.wait_s = str(db), holder, pid, wait_s
-        waited = "" if wait_s is None else f"; waited {wait_s:g} s"
-        super().__init__(
-            f"the store {db} is in use by {holder}{waited} — try again when it has finished, "
-            "or pass --wait SECONDS to wait longer"
-        )
-
-    def __reduce__(self) -> tuple:
-        return (type(self), (self.db, self.holder, self.pid, self.wait_s))
-
-
-# The lock policy, one rule for every step that opens a store (an ingest, its preparation of
-# analysis tables, the read commands, the dashboard): DuckDB lets one process write a store
-# and refuses to open it while another process writes it (or while readers hold it, for a
-# writer). A step that meets that lock tries again, pausing RETRY_S, doubled after each try
-# up to RETRY_MAX_S, until its wait (`--wait`, WAIT_S by default) is over; then it stops with
-# StoreBusyError, never DuckDB's own text. `while_held` is that rule; every opening goes
-# through it.
-
-#: How long a step that opens the store waits, by default, while another process holds it.
-WAIT_S = 60.0
-#: The first pause before a waiting step tries the lock again; doubled after each try.
-RETRY_S = 0.05
-#: The longest pause between two tries.
-RETRY_MAX_S = 0.5
-_LOCK_PID = re.compile(r"\(PID (\d+)\)")
-_LOCK_FILE = re.compile(r'lock on file "([^"]*)"')
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def lock_conflict(e: BaseException) -> bool:
-    """Whether `e` is DuckDB's error for a store whose lock another process holds."""
-    return isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
-
-
-def _holder(e: BaseException) -> tuple[str, int | None]:
-    """Who holds the store, in words, and its PID, from DuckDB's lock error `e`."""
-    m = _LOCK_PID.search(str(e))
-    if m is None:
-        return "another process", None
-    pid = int(m[1])
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        cmd = ""
-    cmd = _UNPRINTABLE.sub(" ", cmd)
-    cmd = cmd if len(cmd) <= 120 else cmd[:120] + "…"
-    return f"process {pid}" + (f" ({cmd})" if cmd else ""), pid
-
-
-def lock_holder(e: BaseException) -> str | None:
-    """Who holds the store, in words, when `e` is DuckDB's lock conflict; else None."""
-    return _holder(e)[0] if lock_conflict(e) else None
-
-
-def busy(
-    e: BaseException, db: str | Path | None = None, wait_s: float | None = None
-) -> StoreBusyError | None:
-    """The one error for DuckDB's lock conflict `e` on store `db` (default: the file DuckDB
-    names) after waiting `wait_s` seconds; None when `e` is no lock conflict."""
-    if not lock_conflict(e):
-        return None
-    if db is None:
-        m = _LOCK_FILE.search(str(e))
-        db = m[1] if m else "file"
-    holder, pid = _holder(e)
-    return StoreBusyError(db, holder, pid, wait_s)
-
-
-def while_held(
-    open_: Callable[[], T],
-    db: str | Path,
-    wait_s: float = WAIT_S,
-    on_wait: Callable[[str], None] | None = None,
-) -> T:
-    """`open_()` (anything that opens the store `db`), tried again while another process
-    holds the store, for up to `wait_s` seconds (telling `on_wait` once, in words, who holds
-    it); then StoreBusyError names the holder and says when to retry. Other errors pass."""
-    deadline = time.monotonic() + wait_s
-    pause = RETRY_S
-    told = False
-    while True:
-        try:
-            return open_()
-        except Exception as e:
-            err = busy(e, db, wait_s)
-            if err is None:
-                raise
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise err from e
-            if on_wait is not None and not told:
-                on_wait(f"{db} is in use by {err.holder}; waiting up to {wait_s:g} s for it")
-                told = True
-            time.sleep(min(pause, left))
-            pause = min(2 * pause, RETRY_MAX_S)
+from commwall.ingest.store_lock import WAIT_S as WAIT_S
+from commwall.ingest.store_lock import StoreBusyError as StoreBusyError
+from commwall.ingest.store_lock import StoreError as StoreError
+from commwall.ingest.store_lock import busy as busy
+from commwall.ingest.store_lock import while_held as while_held
+from commwall.ingest.store_parse import background, guarded, parse_outcomes
 
 
 def connect(
@@ -323,7 +209,7 @@ def ingest(
     opts = opts or ParseOptions()
     skip = set(skippable)
     summary = IngestSummary(run=run, run_id=None, committed=False)
-    hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256", initializer=_background)
+    hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256", initializer=background)
     # DuckDB's thread count is the database's, not the cursor's: other cursors of the same
     # database (the dashboard's) run on what `_insert` sets until the ingest gives it back
     threads = int(_scalar(con, "SELECT current_setting('threads')"))
@@ -332,11 +218,11 @@ def ingest(
     try:
         rid = ensure_run(con, run, notes)
         summary.run_id = rid
-        outcomes = _outcomes(con, rid, paths, opts, parse, hasher)
+        outcomes = parse_outcomes(con, rid, paths, opts, parse, hasher)
         for path, outcome in outcomes:
             result = FileResult(path=str(path), status="ingested")
             try:
-                digest, parsed = _guarded(path, outcome)
+                digest, parsed = guarded(path, outcome)
                 if parsed is None:
                     result.status = "skipped"
                 else:
@@ -427,118 +313,6 @@ def _default_memory_limit() -> str:
     (asked of a database with commwall's thread counts: addrspace.duckdb_config)."""
     with duckdb.connect(config=addrspace.duckdb_config()) as con:
         return str(_scalar(con, _MEMORY_LIMIT))
-
-
-_Pending = Callable[[], tuple[str, Parsed | None]]
-
-
-def _guarded(path: Path, outcome: _Pending) -> tuple[str, Parsed | None]:
-    """The outcome of parsing `path`; a parser bug (any exception other than IngestError or
-    OSError) becomes an IngestError naming the file, logged with its traceback, so that it
-    never takes the command down and `keep_going` still stores the other files."""
-    try:
-        return outcome()
-    except (IngestError, OSError):
-        raise
-    except Exception as e:
-        log_parser_failure(path, e)
-        raise parser_failure(path, e) from e
-
-
-def _outcomes(
-    con: duckdb.DuckDBPyConnection,
-    rid: int,
-    paths: list[Path],
-    opts: ParseOptions,
-    parse: Callable[[Path, ParseOptions], Parsed] | None,
-    hasher: ThreadPoolExecutor,
-) -> Generator[tuple[Path, _Pending], None, None]:
-    """Each path, in order, with a call giving (sha256, parsed file or None when run `rid`
-    already has the content). Several files with enough data between them (ParseOptions.jobs)
-    are parsed by worker processes ahead of the caller; the rest here, one at a time."""
-    parse_one = parse or formats.parse
-
-    def one(path: Path) -> Parsed:
-        return parse_one(path, opts)
-
-    workers = 1 if parse else parallel.workers_for(paths, opts.jobs, forked.cores())
-    known = set(
-        con.execute("SELECT path, size_bytes FROM files WHERE run_id = ?", [rid]).fetchall()
-    )
-    seen = [(str(p), _size(p)) in known for p in paths]
-    if workers == 1:
-        for p, was in zip(paths, seen, strict=True):
-            yield p, partial(_parse_here, con, rid, p, one, hasher, was, opts.max_bytes)
-        return
-    fresh = [p for p, was in zip(paths, seen, strict=True) if not was]
-    ahead = parallel.outcomes(fresh, opts, workers)
-    try:
-        for p, was in zip(paths, seen, strict=True):
-            if was:  # likely a file the run has: hash first, here
-                yield p, partial(_parse_here, con, rid, p, one, hasher, True, opts.max_bytes)
-            else:
-                _, future = next(ahead)
-                yield p, partial(lambda f: _settle(con, rid, f.result()), future)
-    finally:
-        ahead.close()
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
-
-
-def _settle(
-    con: duckdb.DuckDBPyConnection, rid: int, outcome: parallel.Outcome
-) -> tuple[str, Parsed | None]:
-    """(sha256, parsed or None) of a hash-and-parse outcome: content the run has is skipped,
-    even when the file no longer parses; otherwise a parse error is raised."""
-    digest, parsed, error = outcome
-    if digest is not None and _has_digest(con, rid, digest):
-        return digest, None
-    if error is not None:
-        raise error
-    assert digest is not None  # hash_and_parse gives a digest whenever it gives no error
-    return digest, parsed
-
-
-def _parse_here(
-    con: duckdb.DuckDBPyConnection,
-    rid: int,
-    path: Path,
-    parse: Callable[[Path], Parsed],
-    hasher: ThreadPoolExecutor,
-    seen: bool,
-    max_bytes: int,
-) -> tuple[str, Parsed | None]:
-    """(sha256, parsed file), parsed None when run `rid` already has this content. The hash is
-    taken on another thread while the file is parsed, unless `seen` (the run has a file of this
-    path and size): then it is likely the same file, and hashing first spares a parse."""
-    if seen:
-        digest = sha256_of(path, max_bytes)
-        return digest, None if _has_digest(con, rid, digest) else parse(path)
-    refuse_by_size(path, _size(path) or 0, max_bytes)  # before a byte is hashed or parsed
-    pending = hasher.submit(sha256_of, path, max_bytes)
-    try:
-        parsed, error = parse(path), None
-    except IngestError as e:
-        parsed, error = None, e
-    return _settle(con, rid, (pending.result(), parsed, error))
-
-
-def _background() -> None:
-    """Lower this thread's priority (Linux schedules threads apart), so that hashing takes the
-    CPU time parsing leaves idle rather than slowing the parse down."""
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
-def _has_digest(con: duckdb.DuckDBPyConnection, rid: int, digest: str) -> bool:
-    sql = "SELECT 1 FROM files WHERE run_id = ? AND sha256 = ?"
-    return con.execute(sql, [rid, digest]).fetchone() is not None
 
 
 def _run_has_files(con: duckdb.DuckDBPyConnection, rid: int) -> bool:

@@ -16,7 +16,7 @@ from conftest import DATA, SAMPLES
 
 from commwall.analysis.safe_text import printable, visible
 from commwall.cli.main import main
-from commwall.ingest import store
+from commwall.ingest import store, store_parse
 from commwall.ingest.errors import IngestError, shown_name
 from commwall.ingest.options import ParseOptions
 
@@ -183,7 +183,7 @@ def test_a_file_over_the_limit_is_refused_by_its_size_unread(tmp_path, monkeypat
     def unread(*_a, **_k):
         raise AssertionError("the file was read")
 
-    monkeypatch.setattr(store, "sha256_of", unread)
+    monkeypatch.setattr(store_parse, "sha256_of", unread)
     con = store.connect(":memory:")
     with pytest.raises(IngestError, match="file is 10,000,000,000 bytes, over the limit"):
         store.ingest(con, "big", [big], ParseOptions(), parse=unread)

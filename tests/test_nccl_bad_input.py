@@ -161,7 +161,7 @@ def test_topology_lines_without_a_communicator_are_stored_not_held(tmp_path):
     """Ring lines wait for the communicator being initialised on their (process, device); a log
     of ring lines and no init held every one of them in memory. Past MAX_PENDING they are
     stored without a communicator: all of them, each once."""
-    from commwall.ingest.formats.nccl_log.parser import MAX_PENDING
+    from commwall.ingest.formats.nccl_log.state import MAX_PENDING
 
     n = MAX_PENDING + 10
     p = tmp_path / "rings.log"

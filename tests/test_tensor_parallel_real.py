@@ -84,7 +84,7 @@ def test_waits_are_no_collectives_of_their_own(report):
 def test_an_op_enclosing_a_wait_is_found_per_thread():
     import numpy as np
 
-    from commwall.ingest.formats.kineto.reader import _enclosing
+    from commwall.ingest.formats.kineto.timeline import enclosing
 
     # rows: 0 a wrapper [0, 100] around the wait 1 [20, 60]; 2 a child op [70, 90] after it;
     # 3 an op on another thread over the same span; 4 a wrapper ending before the wait ends
@@ -94,6 +94,6 @@ def test_an_op_enclosing_a_wait_is_found_per_thread():
     tid = np.array([1, 1, 1, 2, 1])
     wait = np.array([False, True, False, False, False])
     compute = ~wait
-    assert _enclosing(ts, dur, pid, tid, wait, compute).tolist() == [
+    assert enclosing(ts, dur, pid, tid, wait, compute).tolist() == [
         True, False, False, False, False
     ]  # fmt: skip
