@@ -19,6 +19,7 @@ from commwall.analysis.db import open_db, run_id
 from commwall.analysis.replay import engine as replay
 from commwall.analysis.replay.chain import BusyTime
 from commwall.analysis.replay.engine import WhatIf
+from commwall.analysis.report.session import run_session
 from commwall.ingest import discover, store
 
 MAIN, WORKER = 1, 2  # thread ids of the random runs: the program's, gloo's worker thread
@@ -41,7 +42,13 @@ def whatifs(con, rid: int, ranks: list[int]) -> list[WhatIf]:
 
 def assert_same_replay(con, rid: int) -> tuple[int, object]:
     """The new replay equals the reference under every what-if; returns the number of windows
-    compared (-1: a cycle, in both) and the steps loaded."""
+    compared (-1: a cycle, in both) and the steps loaded. Both read the run inside its analysis
+    session, as the report does (the same rows as the macros on their own, computed once)."""
+    with run_session(con, rid):
+        return _same_replay(con, rid)
+
+
+def _same_replay(con, rid: int) -> tuple[int, object]:
     ranks = [int(r) for r, in con.execute("SELECT DISTINCT rank FROM ranks WHERE run_id = ? "
                                           "ORDER BY rank", [rid]).fetchall()]  # fmt: skip
     ws = whatifs(con, rid, ranks or [0])
@@ -233,17 +240,18 @@ def test_random_runs():
     seen = {"compared": 0, "async": 0, "worker": 0, "windows": 0, "cycle": 0}
     for seed in range(40):
         con, rid = random_run(seed)
-        n, steps = assert_same_replay(con, rid)
-        seen["cycle"] += n == -1
-        seen["compared"] += n > 0
-        if n > 0:
-            seen["worker"] += bool((steps.busy_prev >= 0).any())
-            seen["windows"] += bool((steps.weight > 1).any())
-            seen["async"] += con.execute(
-                "SELECT count(*) > 0 FROM (SELECT te > lead(issue_ts) OVER (PARTITION BY rank, "
-                "step ORDER BY ts) AS x FROM replay_calls(?)) WHERE x",
-                [rid],
-            ).fetchone()[0]
+        with run_session(con, rid):
+            n, steps = assert_same_replay(con, rid)
+            seen["cycle"] += n == -1
+            seen["compared"] += n > 0
+            if n > 0:
+                seen["worker"] += bool((steps.busy_prev >= 0).any())
+                seen["windows"] += bool((steps.weight > 1).any())
+                seen["async"] += con.execute(
+                    "SELECT count(*) > 0 FROM (SELECT te > lead(issue_ts) OVER (PARTITION BY "
+                    "rank, step ORDER BY ts) AS x FROM replay_calls(?)) WHERE x",
+                    [rid],
+                ).fetchone()[0]
     assert all(v > 0 for v in seen.values()), seen
 
 
