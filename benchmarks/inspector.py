@@ -85,8 +85,10 @@ def measure(mode: str, path: Path, aggregates_only: bool) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, str(path)]
     if aggregates_only:
         cmd.append("--aggregates-only")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{mode} on {path} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _job_child(mode: str, folder: str, workers: int) -> None:

@@ -360,3 +360,21 @@ def test_op_mismatch_counted_only_where_a_sequence_key_can_show_it(con):
     m = collectives_section(con, 1)["matching"]
     assert (m["op_mismatch"], m["op_mismatch_checked"], m["incomplete"]) == (0, 0, 2)
     assert "op mismatch not checked" in matching_sentence(m)
+
+
+# (size_mismatch, op, whether the instance's waits count): an all-to-all-v's ranks send their
+# own split sizes, so a mismatch there is the exchange itself, not a misaligned match.
+SIZES_AGREE_CASES = [
+    (False, "allreduce", True),
+    (True, "allreduce", False),
+    (True, "allgather", False),
+    (True, "alltoall", True),
+    (False, "alltoall", True),
+    (None, "allreduce", True),
+]
+
+
+@pytest.mark.parametrize("mismatch,op,expected", SIZES_AGREE_CASES)
+def test_sizes_agree(con, mismatch, op, expected):
+    got = con.execute("SELECT _sizes_agree(?::BOOLEAN, ?)", [mismatch, op]).fetchone()[0]
+    assert got is expected

@@ -56,7 +56,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     monkeypatch.setattr(run_cache, "MIN_SECONDS", 0.0)  # these runs are small: cache them anyway
     # these tests are about the tables: a whole report kept beside them (analysis/
     # report_cache.py, tests/test_report_cache.py) would be read instead of them
-    monkeypatch.setattr(report_cache, "load", lambda con, rid: (None, ""))
+    monkeypatch.setattr(report_cache, "load", lambda con, rid, baseline=None: (None, ""))
     return seen
 
 

@@ -327,6 +327,12 @@ SELECT pg_name, op, instance, match_key, ik, rank, host, ts, te, dur, bytes, wai
     raw_ts, group_size, _complete(n_ranks, group_size) AS complete
 FROM _collective_rows(rid);
 
+-- _sizes_agree(size_mismatch, op): whether an instance's calls count as one exchange of agreed
+-- sizes: no size mismatch, or an all-to-all (an all-to-all-v, the token exchange of a mixture of
+-- experts, gives each rank its own split sizes, so its ranks' sizes differ by design).
+CREATE OR REPLACE TEMP MACRO _sizes_agree(size_mismatch, op) AS
+    NOT coalesce(size_mismatch, false) OR op = 'alltoall';
+
 -- _complete(n_ranks, group_size): whether an instance was joined by every rank of its group.
 CREATE OR REPLACE TEMP MACRO _complete(n_ranks, group_size) AS n_ranks = group_size;
 

@@ -15,7 +15,8 @@
 -- = tau_comm - overlap (overlap.sql); idle is overlap.sql's idle; the six add up to the window.
 -- The wait of a call is the aligned [arrival, last arrival) of its instance (collectives.sql),
 -- mapped back to the rank's own clock, and cut to the call's duration; only instances that are
--- end-synchronous, seen by >= 2 ranks and without size mismatch have a wait. A call of an
+-- end-synchronous, seen by >= 2 ranks and whose sizes agree (_sizes_agree: all-to-alls whatever
+-- their sizes) have a wait. A call of an
 -- instance that a traced rank never joined (a hang: collective_summary's _has_transfer is
 -- false) is a wait from start to end: the others sat in it until the timeout, no data moved,
 -- and the last of them to arrive did not stop waiting either.
@@ -30,7 +31,7 @@ WITH c AS (
     SELECT rank, raw_ts, wait_ns, dur,
         NOT _has_transfer(rid, n_ranks, complete, group_size) AS hung
     FROM collective_ranks(rid)
-    WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch AND dur > 0
+    WHERE n_ranks >= 2 AND end_sync AND _sizes_agree(size_mismatch, op) AND dur > 0
 )
 SELECT rank, raw_ts AS ts, CASE WHEN hung THEN dur ELSE least(wait_ns, dur) END AS dur,
     'wait' AS kind

@@ -140,7 +140,7 @@ waits AS (
              ELSE least(c.wait_ns, c.dur) END AS dur,
         c.pg_name, c.op
     FROM collective_ranks(rid) c
-    WHERE c.n_ranks >= 2 AND c.end_sync AND NOT c.size_mismatch AND c.dur > 0
+    WHERE c.n_ranks >= 2 AND c.end_sync AND _sizes_agree(c.size_mismatch, c.op) AND c.dur > 0
         AND (c.wait_ns > 0 OR NOT _has_transfer(rid, c.n_ranks, c.complete, c.group_size))
     UNION ALL
     SELECT rank, ts, dur, pg_name, op FROM p2p_waits(rid)

@@ -46,12 +46,11 @@ WHERE c.rank IN (SELECT rank FROM paired)
 GROUP BY c.rank, c.ts;
 
 -- _replay_barrier(n_ranks, size_mismatch, op): whether a collective instance (collective_ranks'
--- figures) is a barrier of the replay: seen by >= 2 ranks, its calls' sizes agreeing, sends and
--- receives aside (p2p_replay_rows pairs them). An all-to-all's sizes may disagree: an
--- all-to-all-v (the token exchange of a mixture of experts) gives each rank its own split sizes,
--- so its ranks' input and output sizes differ by design, and it is still one instance.
+-- figures) is a barrier of the replay: seen by >= 2 ranks, its calls' sizes agreeing
+-- (_sizes_agree: an all-to-all-v's differ by design), sends and receives aside
+-- (p2p_replay_rows pairs them).
 CREATE OR REPLACE TEMP MACRO _replay_barrier(n_ranks, size_mismatch, op) AS
-    n_ranks >= 2 AND (NOT size_mismatch OR op = 'alltoall') AND op NOT IN ('send', 'recv');
+    n_ranks >= 2 AND _sizes_agree(size_mismatch, op) AND op NOT IN ('send', 'recv');
 
 -- replay_calls_in(rid, steps): replay_calls (below) of the steps in the list `steps` (NULL: all;
 -- the rows of instances without a step only then).

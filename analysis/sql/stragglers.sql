@@ -1,7 +1,8 @@
 -- stragglers: which ranks arrive late at collectives, what it costs the others, and why.
 -- requires: collectives, operator_compute, policy
 -- Definitions (ns unless noted), over the instances of collective_ranks that are end-synchronous,
--- seen by >= 2 ranks and without size mismatch, per rank r in a scope (the run, or one step):
+-- seen by >= 2 ranks and whose sizes agree (_sizes_agree, collectives.sql), per rank r in a
+-- scope (the run, or one step):
 --   late_fraction = instances where r arrived last / instances of r,
 --   lateness      = median over r's instances of (arrival - the instance's median arrival),
 --   excess        = lateness - median over ranks of lateness,
@@ -192,11 +193,13 @@ FROM l;
 CREATE OR REPLACE TEMP MACRO _straggler_levels(rid) AS TABLE
 WITH r AS MATERIALIZED (
     SELECT step, ik, rank, ts, te, wait_ns, lateness_ns, is_last, caused_ns
-    FROM collective_ranks(rid) WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch
+    FROM collective_ranks(rid)
+    WHERE n_ranks >= 2 AND end_sync AND _sizes_agree(size_mismatch, op)
 ),
 hosts AS (
     SELECT rank, any_value(host) AS host
-    FROM collective_ranks(rid) WHERE n_ranks >= 2 AND end_sync AND NOT size_mismatch
+    FROM collective_ranks(rid)
+    WHERE n_ranks >= 2 AND end_sync AND _sizes_agree(size_mismatch, op)
     GROUP BY rank
 ),
 inst AS (SELECT ik, max(wait_ns) AS max_wait FROM r GROUP BY ik),
