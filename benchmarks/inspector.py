@@ -73,7 +73,9 @@ def _child(mode: str, path: str, aggregates_only: bool) -> None:
         from commwall.ingest.formats import inspector
         from commwall.ingest.options import ParseOptions
 
-        opts = ParseOptions(inspector_instances=not aggregates_only)
+        # as `commwall ingest --max-file-size` above the file's size (the default cap is 8 GB)
+        size = Path(path).stat().st_size
+        opts = ParseOptions(inspector_instances=not aggregates_only, max_bytes=size + 1)
         p = inspector.parse(Path(path), opts)
         n = p.detail["lines"]
     cpu = time.process_time() - t

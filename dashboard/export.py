@@ -33,12 +33,14 @@ from commwall.dashboard.export_content import (
     collective_rows,
     diagnosis_text,
     diff_sentence,
+    dimension_rows,
     fabric_rows,
     frame_rows,
     hang_rows,
     measured_vs_predicted,
     model_note,
     nccl_rows,
+    pipeline_rows,
     rank_rows,
     run_rows,
     straggler_rows,
@@ -330,6 +332,12 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     p.append(f"<p>{esc(sv or NA)}</p>" + _html_table(straggler_rows(report)))
     p.append("<h2 id='collectives'>Collectives</h2>")
     p.append(_html_table(collective_rows(report)))
+    p.append("<h2 id='dimensions'>The step by parallelism dimension</h2>")
+    p.append(_html_table(dimension_rows(report)))
+    p.append("<h2 id='pipeline'>Pipeline</h2>")
+    if (report.get("pipeline") or {}).get("sentence"):
+        p.append(f"<p>{esc(report['pipeline']['sentence'])}</p>")
+    p.append(_html_table(pipeline_rows(report)))
     p.append("<h2 id='fabric'>Collectives against nccl-tests on this fabric</h2>")
     if (report.get("fabric") or {}).get("sentence"):
         p.append(f"<p>{esc(report['fabric']['sentence'])}</p>")

@@ -219,6 +219,65 @@ def fabric_rows(report: Mapping[str, Any]) -> list[dict] | str:
     ]
 
 
+def dimension_rows(report: Mapping[str, Any]) -> list[dict] | str:
+    """The step's exposed communication by parallelism dimension (the `dimensions` section),
+    or why there is none."""
+    d = report.get("dimensions")
+    rows = d.get("run") if isinstance(d, dict) else None
+    if not rows:
+        why = d.get("reason") if isinstance(d, dict) else None
+        return f"{NA}: {why or 'no collectives with a process group'}"
+    return [
+        {
+            "dimension": r.get("label") or r.get("dimension"),
+            "exposed (ms per step)": _num(r.get("exposed_ms")),
+            "waiting (ms)": _num(r.get("exposed_wait_ms")),
+            "transfer (ms)": _num(r.get("exposed_transfer_ms")),
+            "share of the step": _pct(r.get("share_of_step")),
+        }
+        for r in rows
+    ]
+
+
+def pipeline_rows(report: Mapping[str, Any]) -> list[dict] | str:
+    """Each pipeline's stages (the `pipeline` section) with the pipeline's step as measured and
+    under its what-ifs, or why there is no pipeline."""
+    p = report.get("pipeline")
+    if not isinstance(p, dict) or not p.get("available") or not p.get("pipelines"):
+        why = p.get("reason") if isinstance(p, dict) else None
+        return f"{NA}: {why or 'no sends and receives between stages'}"
+    out = []
+    for chain in p["pipelines"]:
+        ranks = " → ".join(str(r) for r in chain.get("ranks") or [])
+        for s in chain.get("stages") or []:
+            out.append(
+                {
+                    "pipeline (ranks)": ranks,
+                    "stage": s.get("stage"),
+                    "rank": s.get("rank"),
+                    "compute (ms per step)": _num(s.get("compute_ms")),
+                    "waiting for a neighbour (ms)": _num(s.get("wait_ms")),
+                    "receiving (ms)": _num(s.get("transfer_ms")),
+                }
+            )
+        out.append(
+            {
+                "pipeline (ranks)": ranks,
+                "stage": "step",
+                "rank": "",
+                "compute (ms per step)": f"measured {_num(chain.get('step_ms'))}",
+                "waiting for a neighbour (ms)": (
+                    f"stages balanced {_num(chain.get('balanced_step_ms'))}"
+                ),
+                "receiving (ms)": (
+                    f"2× micro-batches {_num(chain.get('micro_batches_2m_step_ms'))} replayed, "
+                    f"{_num(chain.get('micro_batches_2m_formula_step_ms'))} by the formula"
+                ),
+            }
+        )
+    return out
+
+
 def nccl_rows(report: Mapping[str, Any]) -> list[dict]:
     n = report.get("nccl") or {}
     if not n.get("present"):

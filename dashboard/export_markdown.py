@@ -21,12 +21,14 @@ from commwall.dashboard.export_content import (
     collective_rows,
     diagnosis_text,
     diff_sentence,
+    dimension_rows,
     fabric_rows,
     frame_rows,
     hang_rows,
     measured_vs_predicted,
     model_note,
     nccl_rows,
+    pipeline_rows,
     rank_rows,
     run_rows,
     straggler_rows,
@@ -92,6 +94,8 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
         ("Summary (means over ranks and steps)", summary_rows(report)),
         ("Stragglers", straggler_rows(report)),
         ("Collectives", collective_rows(report)),
+        ("The step by parallelism dimension", dimension_rows(report)),
+        ("Pipeline", pipeline_rows(report)),
         ("Collectives against nccl-tests on this fabric", fabric_rows(report)),
         ("NCCL", nccl_rows(report) or (report.get("nccl") or {}).get("hint") or NA),
         ("Per rank (whole trace)", rank_rows(report)),
@@ -104,6 +108,8 @@ def render_markdown(report: Mapping[str, Any], extra: dict | None = None) -> str
             caveat = (report.get("stragglers") or {}).get("caveat")
             out += [f"**{_md(caveat)}**", ""] if caveat else []
             out += [_md((report.get("stragglers") or {}).get("verdict") or NA), ""]
+        if head == "Pipeline" and (report.get("pipeline") or {}).get("sentence"):
+            out += [_md(report["pipeline"]["sentence"]), ""]
         if head == "NCCL":
             out += [f"- {_md(f)}" for f in (report.get("nccl") or {}).get("findings") or []]
         out += [_md_table(rows), ""]

@@ -118,3 +118,32 @@ def test_the_pipeline_whatifs_are_the_reports(store, tmp_path, monkeypatch):
     assert dict(zip(shown["Pipeline"], shown["Step (ms)"], strict=True)) == pytest.approx(
         want, rel=5e-3
     )
+
+
+def test_the_post_mortem_holds_the_pipeline_and_the_dimensions(store):
+    """The post-mortem (HTML and Markdown) gives each stage of the pipeline the generator
+    made, the slow stage computing the most, the pipeline's what-ifs and the step by
+    dimension with its pipeline part."""
+    from commwall.dashboard.export import render_html
+    from commwall.dashboard.export_content import dimension_rows, pipeline_rows
+    from commwall.dashboard.export_markdown import render_markdown
+
+    _, report = store
+    t = truth(NAME)
+    rows = pipeline_rows(report)
+    assert isinstance(rows, list)
+    stages = [r for r in rows if r["stage"] != "step"]
+    assert [r["rank"] for r in stages] == list(range(t["stages"]))
+    slow = max(stages, key=lambda r: float(r["compute (ms per step)"]))
+    assert slow["stage"] == t["slow_stage"]
+    (whatifs,) = [r for r in rows if r["stage"] == "step"]
+    assert (
+        "replayed" in whatifs["receiving (ms)"]
+        and "balanced" in whatifs["waiting for a neighbour (ms)"]
+    )
+    dims = dimension_rows(report)
+    assert isinstance(dims, list) and any("ipeline" in str(r["dimension"]) for r in dims)
+    md, html = render_markdown(report), render_html(report, charts=False)
+    for doc in (md, html):
+        assert "Pipeline" in doc and "The step by parallelism dimension" in doc
+        assert "micro_batches" not in doc and "balanced_step_ms" not in doc
