@@ -251,10 +251,13 @@ class Run:
         """Busy tracks of `ranks` between `t0` and `t1` (ns)."""
         return timeline.window_tracks(self.con, self.id, t0, t1, ranks)
 
-    def postmortem_data(self, baseline: str | None = None) -> dict[str, Any]:
+    def postmortem_data(
+        self, baseline: str | None = None, fabric_baseline: str | None = None
+    ) -> dict[str, Any]:
         """What the post-mortem document of this run shows (analysis.postmortem), against run
-        `baseline` of the same store when given."""
-        return postmortem_data(self.con, self.name, baseline)
+        `baseline` of the same store when given; its fabric section priced from the nccl-tests
+        tables of run `fabric_baseline` when given."""
+        return postmortem_data(self.con, self.name, baseline, fabric_baseline)
 
     def facts(self, report: Mapping[str, Any] | None = None) -> diff.RunFacts:
         """What a diff needs of this run (its report, built unless given, and per-run

@@ -24,12 +24,22 @@ def diff(path: str, runs: tuple[str, ...], fps: tuple[tuple, ...]) -> dict[str, 
 
 
 @st.cache_data(show_spinner="Writing the post-mortem…", max_entries=16)
-def document(path: str, run: str, fp: tuple, fmt: str, baseline: str | None, bfp: tuple) -> str:
-    """The post-mortem of `run` (against `baseline` when given) as HTML or Markdown."""
+def document(
+    path: str,
+    run: str,
+    fp: tuple,
+    fmt: str,
+    baseline: str | None,
+    bfp: tuple,
+    fabric_baseline: str | None = None,
+    ffp: tuple = (),
+) -> str:
+    """The post-mortem of `run` (against `baseline` when given; its collectives priced from
+    the nccl-tests tables of run `fabric_baseline` when given) as HTML or Markdown."""
     from commwall.dashboard.export import postmortem  # noqa: PLC0415 (charts: only this page)
 
     with store(path).reading() as con:
-        return postmortem(con, run, fmt, baseline)
+        return postmortem(con, run, fmt, baseline, fabric_baseline)
 
 
 @st.cache_data(show_spinner="Merging the ranks' timelines…", max_entries=8)

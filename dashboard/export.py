@@ -379,12 +379,19 @@ def render_html(report: Mapping[str, Any], extra: dict | None = None, charts: bo
     return "\n".join(p)
 
 
-def postmortem(con: Any, run: str, fmt: str = "html", baseline: str | None = None) -> str:
+def postmortem(
+    con: Any,
+    run: str,
+    fmt: str = "html",
+    baseline: str | None = None,
+    fabric_baseline: str | None = None,
+) -> str:
     """The post-mortem of run `run` of the store `con` (against run `baseline` when given) as
-    HTML or Markdown."""
+    HTML or Markdown; its fabric part priced from the nccl-tests tables of run
+    `fabric_baseline` when given (default: the run's own)."""
     from commwall.analysis.api import Store  # noqa: PLC0415
 
-    data = Store.over(con).run(run).postmortem_data(baseline)
+    data = Store.over(con).run(run).postmortem_data(baseline, fabric_baseline)
     report = data.pop("report")
     # no control character of a file reaches the document (a terminal or viewer would act on it)
     return visible(render_markdown(report, data) if fmt == "md" else render_html(report, data))

@@ -165,3 +165,19 @@ CAVEATS = [
 @pytest.mark.parametrize("tab,run,want", CAVEATS)
 def test_fabric_caveat(tab, run, want):
     assert fabric_caveat(table(*tab), *run) == want
+
+
+def test_export_prices_from_another_run(two_runs, capsys):
+    _, db = two_runs
+    base = ["export", "--db", str(db), "--run", "train", "--format", "md", "--out", "-"]
+    assert main(base) == 0
+    assert "no nccl-tests table in this run" in capsys.readouterr().out
+    assert main([*base, "--baseline", "bench"]) == 0
+    doc = capsys.readouterr().out
+    # the 64 MiB all-reduce class's row: its baseline bus bandwidth is line 43's figure
+    row = next(ln for ln in doc.splitlines() if "| 67108864 |" in ln and "all-reduce" in ln)
+    cells = [c.strip().replace("\\", "") for c in row.strip("|").split("|")]  # md escapes
+    assert float(cells[4]) == pytest.approx(BUSBW_64MIB, rel=1e-4)
+    assert cells[6] == "superbench_a100x8_nvswitch_allreduce.log#1 (run bench)"
+    assert main([*base[:-4], "--format", "perfetto", "--out", "-", "--baseline", "bench"]) == 2
+    assert "not a timeline" in capsys.readouterr().err

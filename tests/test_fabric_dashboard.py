@@ -99,3 +99,9 @@ def test_model_page_measures_the_run_against_another_runs_tables(tmp_path, monke
     assert (df.iloc[0]["collective"], df.iloc[0]["message size"]) == ("all-reduce", "64 MiB")
     shown = [m.value.replace("\\", "") for m in at.markdown]
     assert any("of run bench" in m and "compare with care" in m for m in shown)
+    # the Export page prices the post-mortem from the run chosen here, and says so in its command
+    at.switch_page(nav.path("export")).run()
+    assert not at.exception, at.exception
+    picker = next(b for b in at.selectbox if b.label.startswith("Collectives priced from"))
+    assert picker.value == "bench"
+    assert any("--baseline bench" in c.value for c in at.code)

@@ -110,14 +110,19 @@ def whatif_ranking(
 
 
 def postmortem_data(
-    con: duckdb.DuckDBPyConnection, run: str, baseline: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    run: str,
+    baseline: str | None = None,
+    fabric_baseline: str | None = None,
 ) -> dict[str, Any]:
     """Everything the document of run `run` shows: `report`, `decomposition`, `sizes`,
     `timeline`, `whatifs` and, with a `baseline` run, `diff` (analysis/compare/diff.py tables,
-    baseline first). Parts that fail are "not available: ..." strings."""
+    baseline first). `fabric_baseline`: the run whose nccl-tests tables the report's `fabric`
+    section compares with (default: the run's own). Parts that fail are "not available: ..."
+    strings."""
     rid = run_id(con, run)
     with run_session(con, rid):  # the report and every table below read one matching
-        report = build_report(con, run, keep_going=True)
+        report = build_report(con, run, keep_going=True, baseline=fabric_baseline)
         data: dict[str, Any] = {"report": report, "baseline": baseline}
         data["decomposition"] = _guard(lambda: decomposition_table(report))
         data["sizes"] = _guard(lambda: collective_sizes(con, rid))

@@ -7,7 +7,7 @@ import shlex
 
 import streamlit as st
 
-from commwall.dashboard import data_docs, database, session
+from commwall.dashboard import data, data_docs, database, fabric_data, session
 from commwall.dashboard.ui import md
 from commwall.dashboard.uploads import safe_name
 
@@ -29,11 +29,24 @@ baseline = st.selectbox(
     key="export_baseline",
 )
 bfp = () if baseline is None else session.view(table, baseline).fp
+#: Other runs holding nccl-tests tables; the Model page's choice of one is the default here.
+tables = [r for r in fabric_data.table_runs() if r != v.run]
+fabric_baseline: str | None = None
+if tables:
+    chosen = st.session_state.get(f"fabric_baseline:{v.run}")
+    fabric_baseline = st.selectbox(
+        "Collectives priced from the nccl-tests tables of",
+        [None, *tables],
+        index=1 + tables.index(chosen) if chosen in tables else 0,
+        format_func=lambda r: "this run (its own tables, if any)" if r is None else f"run {r}",
+        key="export_fabric_baseline",
+    )
+ffp = () if fabric_baseline is None else data.fingerprint(table, fabric_baseline)
 stem = "commwall-" + safe_name(v.run) + ("" if baseline is None else f"-vs-{safe_name(baseline)}")
 left, mid, right = st.columns(3)
 left.download_button(
     "Download HTML",
-    lambda: data_docs.document(v.path, v.run, v.fp, "html", baseline, bfp),
+    lambda: data_docs.document(v.path, v.run, v.fp, "html", baseline, bfp, fabric_baseline, ffp),
     file_name=f"{stem}.html",
     mime="text/html",
     key="export_html",
@@ -41,7 +54,7 @@ left.download_button(
 )
 mid.download_button(
     "Download Markdown",
-    lambda: data_docs.document(v.path, v.run, v.fp, "md", baseline, bfp),
+    lambda: data_docs.document(v.path, v.run, v.fp, "md", baseline, bfp, fabric_baseline, ffp),
     file_name=f"{stem}.md",
     mime="text/markdown",
     key="export_md",
@@ -63,6 +76,8 @@ st.caption(
 st.caption("From a shell:")
 db, run = shlex.quote(str(database.db_path())), shlex.quote(v.run)
 diff = "" if baseline is None else f" --diff {shlex.quote(baseline)}"
+if fabric_baseline is not None:
+    diff += f" --baseline {shlex.quote(fabric_baseline)}"
 st.code(
     f"commwall export --db {db} --run {run}{diff} --out {stem}.html\n"
     f"commwall export --db {db} --run {run} --format perfetto "
