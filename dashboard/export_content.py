@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from commwall.analysis.compare.diff import change_sentence
-from commwall.analysis.fabric.baseline import OP_WORDS
 from commwall.analysis.model import whatif
+from commwall.analysis.op_words import OP_WORDS
 from commwall.analysis.report.checklist import evaluate
 from commwall.analysis.steps.verdict import verdict
 

@@ -9,7 +9,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from commwall.analysis.fabric.baseline import OP_WORDS
+from commwall.analysis.op_words import OP_WORDS
 from commwall.dashboard.charts import LEGEND
 
 

@@ -156,7 +156,7 @@ def test_flight_recorder_dump_with_odd_fields(tmp_path, case):
     assert not RAW_CONTROL.search(out.stdout + out.stderr)
     assert "not available" not in out.stdout
     if case.startswith("json") and "entry" not in case:
-        assert "rank 1 called all_reduce where ranks 0, 2, 3 called all_gather" in out.stdout
+        assert "rank 1 called all-reduce where ranks 0, 2, 3 called all-gather" in out.stdout
     if case.endswith(("null", "list")):
         section = json.loads(cli("hang", "--db", db, "--run", "h", "--format", "json").stdout)
         assert "unknown" in section["versions"]

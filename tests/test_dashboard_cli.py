@@ -92,7 +92,7 @@ def test_demo_no_serve_ingests_and_prints(tmp_path, capsys):
     assert sorted(line.split(":")[0] for line in lines[:-1]) == sets
     fr_op = next(line for line in lines if line.startswith("fr_op: "))
     # sample_traces/fr_op/ground_truth.json: rank 1 calls all_reduce where the others all_gather
-    assert "rank 1 called all_reduce where ranks 0, 2, 3 called all_gather" in fr_op
+    assert "rank 1 called all-reduce where ranks 0, 2, 3 called all-gather" in fr_op
     assert main(["runs", "--db", str(db), "--format", "json"]) == 0
     runs = {r["run"] for r in json.loads(capsys.readouterr().out)}
     assert runs == set(sets)

@@ -20,7 +20,7 @@ def test_the_group_whose_culprit_waits_nowhere_comes_first():
     g0, g1 = group("0", 4, [0, 1], [2, 3]), group("1", 4, [1], [0])
     ordered = order_hung([g0, g1])
     assert [g["pg_name"] for g in ordered] == ["1", "0"]
-    assert g0["held"] == {0: "process group 1 at all_reduce seq 4"} and g1["held"] == {}
+    assert g0["held"] == {0: "process group 1 at all-reduce seq 4"} and g1["held"] == {}
     # where the held ranks wait, as a JSON list (a set was printed as the text "set()")
     assert g0["held_in"] == ["1"] and g1["held_in"] == []
     assert cycle_sentence(ordered) == ""

@@ -75,10 +75,12 @@ def test_the_named_cause_is_the_injected_one(con, name):
 def test_the_skip_sentence(con):
     h = hang_section(con, run_id(con, "fr_skip"))
     t = truth("fr_skip")
+    # PyTorch's op names in words: all_gather → all-gather
+    expected_op, last_op = (t[k].replace("_", "-") for k in ("expected_op", "last_good_op"))
     assert h["verdict"] == (
-        f"Hang in process group 0 (default_pg) at {t['expected_op']} seq {t['hang_seq']}: "
+        f"Hang in process group 0 (default_pg) at {expected_op} seq {t['hang_seq']}: "
         f"rank {t['culprit_rank']} never entered it (its last recorded collective is "
-        f"{t['last_good_op']} seq {t['last_good_seq']}); ranks 0, 2, 3 waited."
+        f"{last_op} seq {t['last_good_seq']}); ranks 0, 2, 3 waited."
     )
 
 
@@ -191,8 +193,8 @@ def test_the_op_sentence(con):
     t = truth("fr_op")
     assert hang_section(con, run_id(con, "fr_op"))["verdict"] == (
         f"Mismatch in process group 0 (default_pg) at seq {t['hang_seq']}: rank "
-        f"{t['culprit_rank']} called {t['culprit_op']} where ranks 0, 2, 3 called "
-        f"{t['expected_op']}."
+        f"{t['culprit_rank']} called {t['culprit_op'].replace('_', '-')} where ranks 0, 2, 3 "
+        f"called {t['expected_op'].replace('_', '-')}."  # PyTorch's names in words
     )
 
 

@@ -255,7 +255,7 @@ def test_sentence_of_a_stuck_rank(con):
     calls[1][1] = entry(1, 2, state="started")
     job(con, calls)
     assert _verdict(con) == (
-        "Hang in process group 0 (default_pg) at all_reduce seq 2: rank 1 started it and never "
+        "Hang in process group 0 (default_pg) at all-reduce seq 2: rank 1 started it and never "
         "completed it; ranks 0, 2, 3 did."
     )
 
@@ -272,8 +272,8 @@ def test_sentence_when_every_rank_is_inside(con):
 def test_sentence_of_two_missing_ranks_and_a_missing_dump(con):
     job(con, {0: [entry(0, 1), entry(0, 2)], 1: [entry(1, 1)], 2: [entry(2, 1)]})
     assert _verdict(con) == (
-        "Hang in process group 0 (default_pg) at all_reduce seq 2: ranks 1, 2 never entered it "
-        "(last recorded collectives: rank 1: all_reduce seq 1; rank 2: all_reduce seq 1); "
+        "Hang in process group 0 (default_pg) at all-reduce seq 2: ranks 1, 2 never entered it "
+        "(last recorded collectives: rank 1: all-reduce seq 1; rank 2: all-reduce seq 1); "
         "rank 0 waited. No dump from rank 3: they may be the cause."
     )
 
@@ -335,7 +335,7 @@ def test_every_cause_at_the_hung_seq_is_in_the_verdict(con):
     job(con, calls)
     verdict = hang_section(con, 1)["verdict"]
     assert "rank 1 never entered it" in verdict
-    assert "rank 3 called all_reduce where ranks 0, 2 called all_gather" in verdict
+    assert "rank 3 called all-reduce where ranks 0, 2 called all-gather" in verdict
 
 
 @pytest.mark.parametrize(("late_ms", "found"), [(4500, True), (2500, False)])

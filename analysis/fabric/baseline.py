@@ -33,6 +33,7 @@ from commwall.analysis.fabric.curve import Curve, fit_curve
 from commwall.analysis.fabric.nccl_prior import fabric_topo
 from commwall.analysis.fabric.tables import Table, fabric_tables
 from commwall.analysis.model.busbw import busbw_factor
+from commwall.analysis.op_words import OP_WORDS
 from commwall.analysis.report.shape import FabricBaseline, FabricClass, FabricTable
 
 #: Training bus bandwidth below this fraction of the baseline's at the same size: the transfer
@@ -40,18 +41,6 @@ from commwall.analysis.report.shape import FabricBaseline, FabricClass, FabricTa
 RATIO_LIMIT = 0.7
 #: The classes kept in the section, largest summed transfer time first (`n_classes` counts all).
 MAX_CLASSES = 200
-#: How an op is named in words.
-OP_WORDS = {
-    "allreduce": "all-reduce",
-    "allgather": "all-gather",
-    "reduce_scatter": "reduce-scatter",
-    "alltoall": "all-to-all",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-    "send": "send",
-    "recv": "receive",
-    "sendrecv": "send/receive",
-}
 
 
 #: A GPU's model in its name: `A100` of "A100-SXM4-40GB", `H100` of "NVIDIA H100 80GB HBM3".

@@ -11,6 +11,7 @@ import duckdb
 
 from commwall.analysis import db
 from commwall.analysis.collectives.roles import group_role
+from commwall.analysis.op_words import op_words
 
 #: Entries per rank and group in the timeline before the hang.
 TIMELINE_ENTRIES = 5
@@ -48,7 +49,7 @@ def _last_of(progress: list[dict], pg: str, ranks: list[int]) -> str:
     parts = []
     for p in progress:
         if p["pg_name"] == pg and p["rank"] in ranks:
-            op = f"{p['last_op']} " if p["last_op"] else ""
+            op = f"{op_words(p['last_op'])} " if p["last_op"] else ""
             last = "none" if p["last_seq"] is None else f"{op}seq {p['last_seq']}"
             parts.append(last if len(ranks) == 1 else f"rank {p['rank']}: {last}")
     return "; ".join(parts)
@@ -60,7 +61,8 @@ def cause_sentence(
     """One sentence naming the cause of `finding` (a hang_findings row) in its group; `held`:
     ranks of its culprits that wait inside another group's hung collective, and where."""
     where = group_text(finding["pg_name"], finding["pg_desc"])
-    seq, op = finding["seq"], finding["op_name"] or "a collective"
+    seq = finding["seq"]
+    op = op_words(finding["op_name"]) if finding["op_name"] else "a collective"
     bad, others = finding["culprit_ranks"], finding["other_ranks"] or []
     kind = finding["kind"]
     if kind == "missing":
@@ -89,8 +91,8 @@ def cause_sentence(
             s += "completed it (every rank is inside it: look at the network or the devices)."
     else:
         values = [*finding["culprit_values"], finding["expected"]]
-        if kind == "op":  # 'gloo:all_reduce' → 'all_reduce'
-            values = [v.split(":", 1)[-1] for v in values]
+        if kind == "op":  # 'gloo:all_reduce' → 'all-reduce'
+            values = [op_words(v) for v in values]
         if kind == "size":  # '[[2048]] -> [[4, 2048]]' → '2048 in, 4×2048 out'
             values = [shapes_text(v) for v in values]
         got, expected = " / ".join(values[:-1]), values[-1]
@@ -298,7 +300,7 @@ def order_hung(hung: list[dict]) -> list[dict]:
         bad = c["culprit_ranks"] if c["kind"] == "missing" else []
         g["held"] = {
             r: f"{group_text(h['pg_name'], h['pg_desc'])} at "
-            f"{h['cause']['op_name'] or 'a collective'} seq {h['cause']['seq']}"
+            f"{op_words(h['cause']['op_name'] or 'a collective')} seq {h['cause']['seq']}"
             for r in bad
             if (h := waiting.get(r)) is not None and h is not g
         }
