@@ -141,7 +141,7 @@ def collectives_table(
         pg_name = None if a.pg_name is None else str(a.pg_name)
         pg_desc, group, seq = a.pg_desc, a.group_size, a.seq
         seq_source = "Seq" if seq is not None else None
-        peer = _peer(a)
+        peer = p2p_peer(a)
         pg_ranks, in_splits, out_splits = _ints(a.pg_ranks), _ints(a.in_split), _ints(a.out_split)
         if host is not None:
             thread = (launcher[0][k], launcher[1][k])
@@ -154,7 +154,7 @@ def collectives_table(
                     in_n = in_n if in_n is not None else ha.in_nelems
                     out_n = out_n if out_n is not None else ha.out_nelems
                     dtype = dtype or ha.dtype
-                    peer = peer if peer is not None else _peer(ha)
+                    peer = peer if peer is not None else p2p_peer(ha)
                     pg_ranks = pg_ranks or _ints(ha.pg_ranks)
                     in_splits = in_splits or _ints(ha.in_split)
                     out_splits = out_splits or _ints(ha.out_split)
@@ -218,7 +218,7 @@ def collectives_table(
     return pa.table(columns, schema=COLLECTIVES)
 
 
-def _peer(a: Args) -> int | None:
+def p2p_peer(a: Args) -> int | None:
     """The peer of a send or receive from a host op's or kernel's args (`Dst Rank` for a send,
     `Src Rank` for a receive: only one of them is present); None when absent or no rank."""
     for v in (a.dst_rank, a.src_rank):

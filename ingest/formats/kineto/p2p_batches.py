@@ -23,17 +23,8 @@ import pyarrow as pa
 
 from commwall.ingest.collective_names import kernel_op, normalize_op
 from commwall.ingest.dtypes import dtype_size
+from commwall.ingest.formats.kineto.comm_args import INT64_MAX, p2p_peer
 from commwall.ingest.formats.kineto.events import Args, Event
-
-INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
-
-
-def _peer(a: Args) -> int | None:
-    for v in (a.dst_rank, a.src_rank):
-        n = v if type(v) is int else (int(v) if isinstance(v, str) and v.isdigit() else None)
-        if n is not None and 0 <= n <= INT32_MAX:
-            return n
-    return None
 
 
 def _ranks(v: str | list[int] | None) -> str | None:
@@ -65,7 +56,7 @@ def _row(base: dict, a: Args) -> dict:
         "out_nelems": n,
         "in_bytes": nbytes,
         "out_bytes": nbytes,
-        "peer": _peer(a),
+        "peer": p2p_peer(a),
         "pg_ranks": _ranks(a.pg_ranks),
     }
 
