@@ -40,17 +40,56 @@ def memory_store():
     return load_modules(con)
 
 
-def analysis_store(path: Path, sets: tuple[Path, ...]):
-    """A store at `path` with each directory of `sets` ingested as a run named after it, opened
-    for analysis (the caller closes it)."""
-    from commwall.analysis.db import open_db
+#: Stores of the repository's own sets, ingested once per test process: set paths → file.
+_INGESTED: dict[tuple[Path, ...], Path] = {}
+
+
+def _in_repository(d: Path) -> bool:
+    return d.resolve().is_relative_to(ROOT) and d.resolve().is_dir()
+
+
+def ingested_store(path: Path, sets: tuple[Path, ...]) -> Path:
+    """Make `path` a store with each directory of `sets` ingested as a run named after it.
+    Sets of the repository (tests/data, sample_traces: unchanged while tests run) are ingested
+    once per test process and copied; a set elsewhere (a test's own directory) is ingested."""
     from commwall.ingest import discover, store
 
+    key = tuple(d.resolve() for d in sets)
+    shared = all(_in_repository(d) for d in sets)
+    if shared and key in _INGESTED:
+        shutil.copyfile(_INGESTED[key], path)
+        return path
     w = store.connect(path)
     for d in sets:
         store.ingest(w, d.name, discover.expand([str(d)]))
     w.close()
-    return open_db(path)
+    if shared:
+        keep = _shared_dir() / f"{len(_INGESTED)}.duckdb"
+        shutil.copyfile(path, keep)
+        _INGESTED[key] = keep
+    return path
+
+
+def _shared_dir() -> Path:
+    import atexit
+    import tempfile
+
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = Path(tempfile.mkdtemp(prefix="commwall-test-sets-"))
+        atexit.register(shutil.rmtree, _SHARED, True)
+    return _SHARED
+
+
+_SHARED: Path | None = None
+
+
+def analysis_store(path: Path, sets: tuple[Path, ...]):
+    """A store at `path` with each directory of `sets` ingested as a run named after it
+    (`ingested_store`), opened for analysis (the caller closes it)."""
+    from commwall.analysis.db import open_db
+
+    return open_db(ingested_store(path, sets))
 
 
 @pytest.fixture(autouse=True)
