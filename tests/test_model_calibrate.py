@@ -1,5 +1,7 @@
 """Calibration on a run: pure functions over matched collectives, and the report's `model`
-section on a synthetic run whose α and bus bandwidth are planted (tests/synthetic_traces.py)."""
+section on a synthetic run whose α and bus bandwidth are planted (tests/synthetic_traces.py).
+Sections and scenarios of a run are computed as the report computes them: in a session of the
+run (its intermediate tables once)."""
 
 from __future__ import annotations
 
@@ -20,9 +22,22 @@ from commwall.analysis.model.section import (
     topology_facts,
 )
 from commwall.analysis.report.build import SECTIONS
+from commwall.analysis.report.session import run_session
 from commwall.ingest import store
 
 ALPHA_US, BUSBW_GBPS = 10.0, 100.0
+
+
+def section_of(con, rid: int) -> dict:
+    """The model section of run `rid`, in a session of the run (as the report builds it)."""
+    with run_session(con, rid):
+        return model_section(con, rid)
+
+
+def scenario_of(con, rid: int):
+    """run_scenario of run `rid`, in a session of the run."""
+    with run_session(con, rid):
+        return run_scenario(con, rid)
 
 
 def rows(*instances):
@@ -106,7 +121,7 @@ def synthetic_store(sim):
 @pytest.fixture(scope="module")
 def section(synthetic_store):
     """The synthetic run's model section."""
-    return model_section(synthetic_store, 1)
+    return section_of(synthetic_store, 1)
 
 
 def test_section_recovers_planted_alpha_and_busbw(section):
@@ -175,15 +190,15 @@ def test_section_measures_the_run(section, sim):
 
 
 def test_run_scenario_for_what_ifs(synthetic_store, section):
-    s = run_scenario(synthetic_store, 1)
+    s = scenario_of(synthetic_store, 1)
     m = section
     assert s.compute_s * 1e3 == pytest.approx(m["measured"]["tau_comp_ms"])
     assert comm_time(s) * 1e3 == pytest.approx(m["predicted"]["tau_comm_ms"], rel=1e-9)
-    assert run_scenario(synthetic_store, 2) is None
+    assert scenario_of(synthetic_store, 2) is None
 
 
 def test_not_calibrated_without_collectives(synthetic_store):
-    m = model_section(synthetic_store, 2)
+    m = section_of(synthetic_store, 2)
     assert m["status"] == NOT_CALIBRATED and m["predicted"] is None and m["fit"] is None
     assert m["measured"]["n_nodes"] == 2
 
@@ -193,7 +208,7 @@ def test_not_calibrated_without_the_matching_macro():
     con.execute("DROP MACRO TABLE collective_instances")
     con.execute(f"RESET VARIABLE {db.LOADED}")  # load_modules' list is stale now: use the catalog
     con.execute("INSERT INTO runs (run_id, name) VALUES (1, 'r')")
-    assert model_section(con, 1)["status"] == NOT_CALIBRATED
+    assert section_of(con, 1)["status"] == NOT_CALIBRATED
 
 
 def test_too_few_instances():
@@ -206,7 +221,7 @@ def test_too_few_instances():
         " (1, 0, 1, 1100, 400, 'allreduce', '0', 2, 8, 8, 32, 32, 'float')"
     )
     # one instance of one op: the reason is that op's
-    assert model_section(con, 1)["status"] == "not calibrated: 1 usable instance(s), need 2"
+    assert section_of(con, 1)["status"] == "not calibrated: 1 usable instance(s), need 2"
 
 
 def test_report_has_the_model_section(section):
@@ -250,7 +265,7 @@ def test_every_collective_kind_is_predicted(section, tmp_path):
     store.ingest(con, "dlrm", sorted(DLRM.glob("*.gz")))
     con.close()
     con = db.open_db(tmp_path / "d.duckdb")
-    m = model_section(con, con.execute("SELECT run_id FROM runs").fetchone()[0])
+    m = section_of(con, con.execute("SELECT run_id FROM runs").fetchone()[0])
     by_op = m["measured"]["collectives_per_step_by_op"]
     assert set(by_op) == {"allreduce", "alltoall"}
     assert m["predicted"]["not_modelled"] == {}
