@@ -31,11 +31,11 @@ import math
 import statistics
 
 import pytest
-from conftest import DATA
+from conftest import DATA, analysis_store
 
-from commwall.analysis.db import open_db, run_id
+from commwall.analysis.db import run_id
 from commwall.analysis.replay.engine import _targets, whatif_by_step
-from commwall.ingest import discover, store
+from commwall.analysis.report.session import run_session
 
 RUNS = sorted(d for d in (DATA / "gloo_alternating").iterdir() if d.is_dir())
 GOAL = 0.10  # the replay's target error against the measured clean steps
@@ -71,14 +71,15 @@ def split(truth: dict, by_step) -> tuple[list[float], list[float], list[float]]:
 
 @pytest.fixture(scope="module")
 def by_step(tmp_path_factory):
-    path = tmp_path_factory.mktemp("alternating") / "store.duckdb"
-    w = store.connect(path)
+    con = analysis_store(tmp_path_factory.mktemp("alternating") / "store.duckdb", tuple(RUNS))
+    out, targets = {}, {}
     for d in RUNS:
-        store.ingest(w, d.name, discover.expand([str(d)]))
-    w.close()
-    con = open_db(path)
-    out = {d.name: whatif_by_step(con, run_id(con, d.name)) for d in RUNS}
-    targets = {d.name: _targets(con, run_id(con, d.name)) for d in RUNS}
+        rid = run_id(con, d.name)
+        # one analysis session per run, as the report computes it: the matching and the clock
+        # fit once, for the replay and for the targets alike
+        with run_session(con, rid):
+            out[d.name] = whatif_by_step(con, rid)
+            targets[d.name] = _targets(con, rid)
     fixed = {name: flagged or [top] for name, (flagged, top) in targets.items()}
     con.close()
     return out, fixed
