@@ -12,7 +12,8 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pytest
-from apptest_support import fresh_caches, open_app  # noqa: F401 (an autouse fixture)
+import streamlit as st
+from apptest_support import open_app
 from conftest import DLRM, ROOT, SAMPLES
 from dashboard_support import ingest_dir, overview_metrics, report_of, upload_files
 from kineto_truth import gpu_steps
@@ -25,9 +26,43 @@ from commwall.analysis.db import load_modules, run_id
 from commwall.analysis.model import whatif
 from commwall.analysis.model.section import run_scenario
 from commwall.analysis.report.checklist import evaluate
+from commwall.analysis.report.session import run_session
 from commwall.dashboard import nav
 from commwall.dashboard.ui import fmt_ms, md
 from commwall.ingest import store as ingest_store
+
+#: Module-scoped stores that no test changes: Streamlit's caches of them (keyed by the store's
+#: path and each run's fingerprint) are kept from one test to the next, but around the tests
+#: that change a store (FRESH).
+SHARED_STORES = {"store", "wide"}
+FRESH = {"test_rename_and_delete"}
+
+
+def clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()  # closes nothing: the dashboard holds no open connection
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_caches():
+    """No cache of this module's stores is met before it or left after it."""
+    clear_caches()
+    yield
+    clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches(request):
+    """Streamlit's caches cleared before and after each test that opens a store of its own,
+    uploads or changes one (FRESH); kept across the tests that only read a shared
+    store, whose every run is still computed once by the app from the store."""
+    if SHARED_STORES & set(request.fixturenames) and request.function.__name__ not in FRESH:
+        yield
+        return
+    clear_caches()
+    yield
+    clear_caches()
+
 
 EVIL = "<img src=x onerror=alert(1)> **bold** [x](http://example.com) $x$ :red[r]"
 
@@ -468,7 +503,9 @@ def test_model_page_predicts_and_moves_with_the_sliders(store, reports, tmp_path
 def data_scenario(db):
     con = load_modules(duckdb.connect(str(db)))
     try:
-        return run_scenario(con, run_id(con, "dlrm"))
+        rid = run_id(con, "dlrm")
+        with run_session(con, rid):  # the matching and clock fit computed once, as the page does
+            return run_scenario(con, rid)
     finally:
         con.close()
 

@@ -19,6 +19,7 @@ from commwall.analysis.report.perfetto import (
     COLLECTIVES_TID,
     merged_trace,
 )
+from commwall.analysis.report.session import run_session
 from commwall.analysis.steps import overlap
 from commwall.cli.main import main
 from commwall.ingest import discover, store
@@ -36,6 +37,21 @@ def con(tmp_path_factory):
     c = db.open_db(path)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def traces(con):
+    """The merged trace of each run, built once for the module inside the run's analysis
+    session (the matching and clock fit computed once, as a report does)."""
+    built: dict[str, dict] = {}
+
+    def trace(run: str) -> dict:
+        if run not in built:
+            with run_session(con, db.run_id(con, run)):
+                built[run] = merged_trace(con, run)
+        return built[run]
+
+    return trace
 
 
 def split(trace: dict, out) -> None:
@@ -69,11 +85,11 @@ def assert_nested(slices):
             stack.append(b)
 
 
-def test_gloo_structure(con):
+def test_gloo_structure(traces):
     truth = json.loads((GLOO / "ground_truth.json").read_text())
     n_ranks, straggler = truth["world_size"], truth["straggler_rank"]
     n_inst = truth["collectives_per_step"] * len(truth["steps"])
-    trace = merged_trace(con, "gloo")
+    trace = traces("gloo")
     ev = trace["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
     assert sorted(names) == list(range(n_ranks))
@@ -112,8 +128,8 @@ def test_gloo_structure(con):
 
 
 @pytest.mark.parametrize("run", ["gloo", "dlrm"])
-def test_reingest_gives_the_same_figures(con, run, tmp_path):
-    trace = merged_trace(con, run)
+def test_reingest_gives_the_same_figures(con, traces, run, tmp_path):
+    trace = traces(run)
     (tmp_path / "split").mkdir()
     split(trace, tmp_path / "split")
     path = tmp_path / "again.duckdb"

@@ -164,12 +164,25 @@ def test_only_what_json_gives_back_exactly_is_kept(value, ok):
     assert report_cache.faithful(value) is ok
 
 
-@pytest.fixture
-def generated(tmp_path: Path) -> Path:
-    db = tmp_path / "g.duckdb"
+def generate(db: Path) -> Path:
+    """A store at `db` with run "a" of a generated 4-rank job (the same rows every time)."""
     with store.connect(db) as con:
         insert_run(con, "a", simulate(Scenario(hosts=2, ranks_per_host=2, steps=3, straggler=3)))
     return db
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> Path:
+    return generate(tmp_path / "g.duckdb")
+
+
+@pytest.fixture(scope="module")
+def uncached(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The report of run "a" of a store made as `generated` is, computed without any cache:
+    the same rows give the same report whatever the store's path, so the tests that compare
+    an unchanged `generated` store's report with it share this one computation."""
+    with pytest.MonkeyPatch.context() as mp:
+        return report(generate(tmp_path_factory.mktemp("uncached") / "g.duckdb"), "a", mp, False)
 
 
 def test_a_report_with_a_failed_section_is_not_kept(generated, monkeypatch):
@@ -182,8 +195,7 @@ def test_a_report_with_a_failed_section_is_not_kept(generated, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "format", "not a report"])
-def test_a_damaged_report_is_not_used(generated, monkeypatch, damage):
-    uncached = report(generated, "a", monkeypatch, cache=False)
+def test_a_damaged_report_is_not_used(generated, monkeypatch, damage, uncached):
     keep(generated, "a", monkeypatch)
     (path,) = kept(generated)
     doc = json.loads(path.read_text())
@@ -196,10 +208,10 @@ def test_a_damaged_report_is_not_used(generated, monkeypatch, damage):
     assert report(generated, "a", monkeypatch) == uncached
 
 
-def test_a_cache_that_cannot_be_written_is_not_used(generated, monkeypatch):
+def test_a_cache_that_cannot_be_written_is_not_used(generated, monkeypatch, uncached):
     Path(f"{generated}.cache").write_text("a file where the directory would be")
     keep(generated, "a", monkeypatch)
-    assert report(generated, "a", monkeypatch) == report(generated, "a", monkeypatch, False)
+    assert report(generated, "a", monkeypatch) == uncached
 
 
 def test_only_the_most_recently_used_reports_are_kept(tmp_path, monkeypatch):

@@ -95,12 +95,26 @@ def test_a_file_ingested_into_the_run_makes_its_entry_stale(tmp_path, monkeypatc
     assert len(entries(db)) == 1 and entries(db) != old  # the stale entry is gone
 
 
-@pytest.fixture
-def generated(tmp_path: Path) -> Path:
-    db = tmp_path / "g.duckdb"
+def generate(db: Path) -> Path:
+    """A store at `db` with run "a" of a generated 4-rank job (the same rows every time)."""
     with store.connect(db) as con:
         insert_run(con, "a", simulate(Scenario(hosts=2, ranks_per_host=2, steps=3, straggler=3)))
     return db
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> Path:
+    return generate(tmp_path / "g.duckdb")
+
+
+@pytest.fixture(scope="module")
+def uncached(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The report of run "a" of a store made as `generated` is, computed without the cache:
+    the same rows give the same report whatever the store's path, so the tests that compare
+    an unchanged `generated` store's report with it share this one computation."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report_cache, "ENABLED", False)
+        return report(generate(tmp_path_factory.mktemp("uncached") / "g.duckdb"), "a", mp, False)
 
 
 def test_rows_changed_without_a_file_change_the_fingerprint(generated, monkeypatch, loads):
@@ -123,8 +137,7 @@ def test_the_code_is_part_of_the_fingerprint(generated, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["truncated table", "types", "manifest", "missing table"])
-def test_a_damaged_entry_is_not_used(generated, monkeypatch, loads, damage):
-    uncached = report(generated, "a", monkeypatch, cache=False)
+def test_a_damaged_entry_is_not_used(generated, monkeypatch, loads, damage, uncached):
     report(generated, "a", monkeypatch)
     (entry,) = entries(generated)
     manifest = json.loads((entry / "manifest.json").read_text())
@@ -145,9 +158,9 @@ def test_a_damaged_entry_is_not_used(generated, monkeypatch, loads, damage):
     assert left == 0
 
 
-def test_a_cache_that_cannot_be_written_is_not_used(generated, monkeypatch, loads):
+def test_a_cache_that_cannot_be_written_is_not_used(generated, monkeypatch, loads, uncached):
     Path(f"{generated}.cache").write_text("a file where the directory would be")
-    assert report(generated, "a", monkeypatch) == report(generated, "a", monkeypatch, False)
+    assert report(generated, "a", monkeypatch) == uncached
     assert loads[-1] == []
 
 
@@ -218,7 +231,7 @@ def test_a_run_that_cannot_be_prepared_is_still_ingested(tmp_path, monkeypatch, 
     assert report(db, "g", monkeypatch)["run_info"]["n_ranks"] == 4
 
 
-def test_a_writer_killed_midway_leaves_nothing_that_lasts(generated, monkeypatch, loads):
+def test_a_writer_killed_midway_leaves_nothing_that_lasts(generated, monkeypatch, loads, uncached):
     import os
 
     base = Path(f"{generated}.cache")
@@ -229,10 +242,8 @@ def test_a_writer_killed_midway_leaves_nothing_that_lasts(generated, monkeypatch
     os.utime(old, (0, 0))
     report(generated, "a", monkeypatch)  # writes its entry, and prunes
     assert not old.exists() and new.exists()  # another writer may still be at work on `new`
-    assert len(entries(generated)) == 1 and report(generated, "a", monkeypatch) == report(
-        generated, "a", monkeypatch, cache=False
-    )
-    assert sorted(loads[-2]) == KEPT  # the half-written ones were not read
+    assert len(entries(generated)) == 1 and report(generated, "a", monkeypatch) == uncached
+    assert sorted(loads[-1]) == KEPT  # the half-written ones were not read
 
 
 def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
@@ -254,8 +265,7 @@ def test_a_run_in_parquet_shards_is_kept_and_its_shards_are_in_the_fingerprint(
 
 
 @pytest.mark.parametrize("manifest", ["[1, 2]", '{"format": 1, "fingerprint": null}', "null"])
-def test_a_foreign_manifest_is_not_read(generated, monkeypatch, loads, manifest):
-    uncached = report(generated, "a", monkeypatch, cache=False)
+def test_a_foreign_manifest_is_not_read(generated, monkeypatch, loads, manifest, uncached):
     report(generated, "a", monkeypatch)
     (entry,) = entries(generated)
     (entry / "manifest.json").write_text(manifest)

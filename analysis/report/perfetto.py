@@ -19,6 +19,7 @@ import pandas as pd
 
 from commwall.analysis.collectives.stragglers import straggler_ranks
 from commwall.analysis.db import run_id
+from commwall.analysis.report.session import run_session
 from commwall.analysis.safe_text import visible, visible_column
 
 #: Track ids of a rank's process beyond its CPU threads: GPU stream s is GPU_TID + s.
@@ -186,8 +187,14 @@ def _processes(clock: pd.DataFrame, flagged: dict[int, str | None], t_first: flo
 
 
 def merged_trace(con: duckdb.DuckDBPyConnection, run: str) -> dict:
-    """The merged timeline of run `run` as a Chrome-trace JSON object (`traceEvents`, ...)."""
+    """The merged timeline of run `run` as a Chrome-trace JSON object (`traceEvents`, ...),
+    read inside the run's analysis session (the matching and clock fit computed once)."""
     rid = run_id(con, run)
+    with run_session(con, rid):
+        return _merged_trace(con, run, rid)
+
+
+def _merged_trace(con: duckdb.DuckDBPyConnection, run: str, rid: int) -> dict:
     acts = con.execute("SELECT * FROM aligned_activities(?)", [rid]).df()
     clock = con.execute(
         "SELECT k.rank, any_value(k.host) AS host, coalesce(any_value(c.offset_ns), 0) AS offset_ns"
