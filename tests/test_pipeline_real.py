@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
+from contextlib import ExitStack
 
 import duckdb
 import pytest
@@ -17,6 +18,7 @@ from conftest import DATA
 from commwall.analysis import db as adb
 from commwall.analysis.replay.engine import replay_section
 from commwall.analysis.report.pipeline import pipeline_section
+from commwall.analysis.report.session import run_session
 from commwall.cli.main import main
 
 PP = DATA / "pp"
@@ -85,11 +87,19 @@ def recv_waits_ms(name: str) -> dict[tuple[int, int], float]:
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
     db = str(tmp_path_factory.mktemp("pp") / "s.duckdb")
+    # --no-prepare: the sessions below compute the analysis tables, and no test reads a report
+    # kept by the ingest (test_the_answer_names_the_slow_stage ingests with it)
     for name in SETS:
-        assert main(["ingest", "--db", db, "--run", name, "--quiet", str(PP / name)]) == 0
+        args = ["--db", db, "--run", name, "--quiet", "--no-prepare", str(PP / name)]
+        assert main(["ingest", *args]) == 0
     c = duckdb.connect(db, read_only=True)
     adb.load_modules(c)
-    yield c
+    # every run's intermediate tables computed once for the module, as a report does (the
+    # macros answer the same inside a session: tests/test_analysis_session.py)
+    with ExitStack() as sessions:
+        for name in SETS:
+            sessions.enter_context(run_session(c, rid(c, name)))
+        yield c
     c.close()
 
 

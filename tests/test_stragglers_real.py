@@ -5,9 +5,10 @@ of 8 collectives is too little evidence to call it a persistent straggler; the r
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 
 import pytest
-from conftest import DLRM, SAMPLES
+from conftest import DLRM, SAMPLES, analysis_store
 from kineto_truth import arrivals, collective_starts
 
 from commwall.analysis.collectives.instances import collectives_section
@@ -16,23 +17,23 @@ from commwall.analysis.collectives.stragglers import (
     straggler_steps,
     stragglers_section,
 )
-from commwall.analysis.db import open_db, run_id
+from commwall.analysis.db import run_id
 from commwall.analysis.policy import STRAGGLER_MIN_T
 from commwall.analysis.report.build import SECTIONS
-from commwall.ingest import discover, store
+from commwall.analysis.report.session import run_session
 
 SETS = (DLRM, SAMPLES / "gloo_4rank_compute", SAMPLES / "gloo_4rank_sleep")
 
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    path = tmp_path_factory.mktemp("real") / "store.duckdb"
-    w = store.connect(path)
-    for d in SETS:
-        store.ingest(w, d.name, discover.expand([str(d)]))
-    w.close()
-    c = open_db(path)
-    yield c
+    c = analysis_store(tmp_path_factory.mktemp("real") / "store.duckdb", SETS)
+    # every run's intermediate tables computed once for the module, as a report does (the
+    # macros answer the same inside a session: tests/test_analysis_session.py)
+    with ExitStack() as sessions:
+        for d in SETS:
+            sessions.enter_context(run_session(c, run_id(c, d.name)))
+        yield c
     c.close()
 
 

@@ -5,6 +5,7 @@ host's clock does not change who the straggler is."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import replace
 
 import pandas as pd
@@ -17,6 +18,7 @@ from synthetic_traces import Scenario, insert_run, simulate, write_kineto
 from commwall.analysis.collectives.instances import clock_check, clock_offsets, collective_instances
 from commwall.analysis.collectives.stragglers import straggler_ranks, verdict
 from commwall.analysis.db import open_db, run_id
+from commwall.analysis.report.session import run_session
 from commwall.ingest import store
 
 OFFSET_TOLERANCE_NS = 1_000  # stated in docs/stragglers.md: end jitter is up to 500 ns
@@ -41,7 +43,12 @@ def con(tmp_path_factory):
         store.ingest(w, name, write_kineto(simulate(scn), tmp / name))
     w.close()
     c = open_db(tmp / "store.duckdb")
-    yield c
+    # every run's intermediate tables computed once for the module, as a report does (the
+    # macros answer the same inside a session: tests/test_analysis_session.py)
+    with ExitStack() as sessions:
+        for name in RUNS:
+            sessions.enter_context(run_session(c, run_id(c, name)))
+        yield c
     c.close()
 
 
@@ -141,7 +148,8 @@ def mem():
 
 def flagged(con, scn: Scenario) -> list[int]:
     rid = insert_run(con, f"run{con.execute('SELECT count(*) FROM runs').fetchone()[0]}", simulate(scn))  # fmt: skip
-    df = straggler_ranks(con, rid)
+    with run_session(con, rid):  # the run's intermediate tables once, as a report computes them
+        df = straggler_ranks(con, rid)
     return df.loc[df["flagged"], "rank"].tolist()
 
 
