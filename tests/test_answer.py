@@ -5,6 +5,9 @@ literal in the text; and the answer comes first wherever the report is shown."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import io
 import json
 import re
 
@@ -32,18 +35,37 @@ def truth(run: str) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
+def demo(tmp_path_factory) -> tuple[str, str]:
+    """`commwall demo --no-serve` on a new store: (the store, what the demo printed)."""
     db = str(tmp_path_factory.mktemp("answer") / "demo.duckdb")
-    assert main(["demo", "--db", db, "--no-serve"]) == 0
-    return db
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--db", db, "--no-serve"]) == 0
+    return db, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def reports(demo) -> str:
+    return demo[0]
+
+
+#: run → the diagnosis of `commwall report --format json` on the demo's store, computed once
+#: for the tests that read it (the store does not change while they run).
+_DIAGNOSIS: dict[str, dict] = {}
+
+
+def json_diagnosis(db: str, run: str, capsys) -> dict:
+    if run not in _DIAGNOSIS:
+        capsys.readouterr()
+        assert main(["report", "--db", db, "--run", run, "--format", "json"]) == 0
+        _DIAGNOSIS[run] = json.loads(capsys.readouterr().out)["diagnosis"]
+    return copy.deepcopy(_DIAGNOSIS[run])
 
 
 @pytest.mark.parametrize("run", RUNS)
 def test_the_answer_names_the_cause_and_the_culprit(reports, run, capsys):
     db = reports
-    capsys.readouterr()
-    assert main(["report", "--db", db, "--run", run, "--format", "json"]) == 0
-    d = json.loads(capsys.readouterr().out)["diagnosis"]
+    d = json_diagnosis(db, run, capsys)
     a = d["answer"]
     assert d["headline"] == a  # the headline is the answer at a glance
     assert 0 < words(a) <= MAX_WORDS, a
@@ -60,11 +82,9 @@ def test_the_answer_names_the_cause_and_the_culprit(reports, run, capsys):
     assert " ".join(diagnosis.split())[: len(a)] == a  # the answer first
 
 
-def test_the_demo_prints_the_answers(reports, capsys):
-    db = reports
-    capsys.readouterr()
-    assert main(["demo", "--db", db, "--no-serve"]) == 0
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines()[:-1])
+def test_the_demo_prints_the_answers(demo):
+    _, printed = demo  # what `commwall demo` printed when it made the store
+    lines = dict(line.split(": ", 1) for line in printed.splitlines()[:-1])
     assert lines["gloo_4rank_sleep"].startswith("Data transfer sets the")
     assert "rank 2" in lines["gloo_4rank_sleep"] and "shared CPUs" in lines["gloo_4rank_sleep"]
 
@@ -73,9 +93,7 @@ def test_the_demo_prints_the_answers(reports, capsys):
 def test_the_brief_points_and_the_fixes(reports, run, capsys):
     """At most five points of at most 40 words, in words; the culprit the generator injected is
     the one the "who" point names; no fix reads longer than the step it starts from."""
-    capsys.readouterr()
-    assert main(["report", "--db", reports, "--run", run, "--format", "json"]) == 0
-    d = json.loads(capsys.readouterr().out)["diagnosis"]
+    d = json_diagnosis(reports, run, capsys)
     assert 0 < len(d["brief"]) <= MAX_POINTS
     for p in d["brief"]:
         assert words(p["text"]) <= MAX_POINT_WORDS, p

@@ -11,6 +11,7 @@ import synthetic_traces as syn
 from commwall.analysis.api import Store
 from commwall.analysis.db import RunNotFound
 from commwall.analysis.report.build import SECTIONS
+from commwall.analysis.report.session import run_session
 from commwall.ingest import store
 
 # 2 hosts × 2 ranks, 3 steps of 4 collectives; rank labels shuffled against process order
@@ -32,6 +33,13 @@ def path(sim, tmp_path_factory):
     store.ingest(con, "syn", files)
     con.close()
     return d / "store.duckdb"
+
+
+@pytest.fixture(scope="module")
+def report(path):
+    """The run's report, built once for the tests that compare with it (read, never changed)."""
+    with Store(path) as st:
+        return st.run("syn").report()
 
 
 @pytest.fixture()
@@ -86,20 +94,20 @@ def test_collectives_one_call_per_rank_and_collective(s, sim):
     assert calls.groupby("rank")["op"].apply(list).map(lambda ops: ops == sim.ops).all()
 
 
-def test_report_is_the_run_report(s, sim):
-    rep = s.run("syn").report()
+def test_report_is_the_run_report(report, sim):
+    rep = report
     assert rep["run"] == "syn"
     by_rank = {r["rank"]: r for r in rep["ranks"]}
     p = proc_of(sim, 1)
     assert by_rank[1]["tau_comp_ms"] == pytest.approx(sim.compute_dur[p].sum() / 1e6)
 
 
-def test_a_section_alone_is_the_reports(s):
+def test_a_section_alone_is_the_reports(s, report):
     """`Run.section` (what `commwall whatif`, `nccl`, `hang` print) computes one section in an
     analysis session of the tables it reads (SECTION_TABLES), or in none: the report's value
     either way; and it leaves nothing cached behind."""
     run = s.run("syn")
-    rep = run.report()
+    rep = report
     for key in SECTIONS:
         assert run.section(key) == rep[key], key
     left = "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_session_%'"
@@ -127,12 +135,12 @@ def test_missing_store_is_a_clear_error(tmp_path):
         Store(tmp_path / "absent.duckdb")
 
 
-def test_prepared_is_the_report_tables_and_scenario_in_one_session(s, sim):
+def test_prepared_is_the_report_tables_and_scenario_in_one_session(s, sim, report):
     """What the dashboard computes once per run: each part equal to its accessor alone, and
     the instances the simulation made (one per collective, with every rank)."""
     run = s.run("syn")
     got = run.prepared(("rank_step_wait",), ("instances",))
-    assert got.report == run.report()
+    assert got.report == report  # `Run.report` alone, on a connection of its own
     for a, b in [
         (got.tables["rank_step_wait"], run.rank_step_wait()),
         (got.views["instances"], run.collective_table("instances")),
@@ -141,7 +149,13 @@ def test_prepared_is_the_report_tables_and_scenario_in_one_session(s, sim):
     assert len(got.views["instances"]) == len(sim.ops)
     assert (got.views["instances"]["n_ranks"] == SCN.world).all()
     assert len(got.tables["rank_step_wait"]) == SCN.world * SCN.steps
-    assert got.has_scenario and got.scenario == run.scenario()
+    # the scenario alone, in an analysis session of its own as the report's model section
+    # reads it (outside any session it matches the collectives and fits the clocks again for
+    # every macro it reads: the same rows, tests/test_analysis_session.py, at many times the
+    # cost); that session is not prepared's, whose tables it shares nothing with
+    with run_session(run.con, run.id):
+        alone = run.scenario()
+    assert got.has_scenario and got.scenario == alone
     # the timeline's views: each of the 3 steps with the 4 ranks (fewer than 8)
     steps = sorted({r["step"] for r in got.report["steps"]})
     assert (

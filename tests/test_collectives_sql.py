@@ -9,6 +9,15 @@ from conftest import memory_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from commwall.analysis.report.session import CACHED, run_session
+
+#: The session's tables collective_ranks reads (the matching, the clock fit, the instances):
+#: computed once per call of `per_rank`, as the report's session does; outside a session the
+#: macro tree computes the matching again for each of them. collective_ranks itself is not
+#: cached: its own SQL computes it.
+RANK_INPUTS = ("_match_rows", "clock_offsets", "_aligned_calls", "_instances")
+assert set(RANK_INPUTS) <= set(CACHED) and "collective_ranks" not in RANK_INPUTS
+
 
 @pytest.fixture(scope="module")
 def store() -> duckdb.DuckDBPyConnection:
@@ -62,10 +71,9 @@ def instances(con):
 
 
 def per_rank(con):
-    return {
-        (r["op"], r["instance"], r["rank"]): r
-        for r in rows(con, "SELECT * FROM collective_ranks(1)")
-    }
+    with run_session(con, 1, names=RANK_INPUTS):
+        got = rows(con, "SELECT * FROM collective_ranks(1)")
+    return {(r["op"], r["instance"], r["rank"]): r for r in got}
 
 
 # --- clock_fit -------------------------------------------------------------------------------
@@ -351,13 +359,17 @@ def test_op_mismatch_counted_only_where_a_sequence_key_can_show_it(con):
     same fault leaves two incomplete instances and no op mismatch can be seen: "not checked"."""
     from commwall.analysis.collectives.instances import collectives_section, matching_sentence
 
+    def section(con):  # in an analysis session of the run, as the report computes it
+        with run_session(con, 1):
+            return collectives_section(con, 1)
+
     load(con, [call(0, 0, 10, seq=5, src="Seq"), call(1, 0, 10, "allgather", seq=5, src="Seq")])
-    m = collectives_section(con, 1)["matching"]
+    m = section(con)["matching"]
     assert (m["op_mismatch"], m["op_mismatch_checked"], m["incomplete"]) == (2, 2, 2)
     assert "op mismatch 2" in matching_sentence(m)
     cleared(con)
     load(con, [call(0, 0, 10), call(1, 0, 10, "allgather")])
-    m = collectives_section(con, 1)["matching"]
+    m = section(con)["matching"]
     assert (m["op_mismatch"], m["op_mismatch_checked"], m["incomplete"]) == (0, 0, 2)
     assert "op mismatch not checked" in matching_sentence(m)
 

@@ -1,6 +1,10 @@
 """Table-driven tests of the step decomposition (analysis/sql/decomposition.sql) and of the
 what-if replay (analysis/replay/engine.py) on a tiny two-rank store whose answers are worked out by
-hand in the comments."""
+hand in the comments.
+
+The macros asserted read the matching of collectives, the clock fit and the step windows
+(`PREREQUISITES`); each test computes those once, in an analysis session of the run, as the
+report's session does. The macros asserted are not cached there: their own SQL computes them."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commwall.analysis.replay.engine import WhatIf, _load, job_step, replay, standard_whatifs
+from commwall.analysis.report.session import CACHED, run_session
 
 PARTS = (
     "compute_only_ns",
@@ -19,6 +24,24 @@ PARTS = (
     "memory_only_ns",
     "idle_ns",
 )
+
+
+#: The session's tables the macros asserted here read (outside a session every macro call would
+#: compute the matching and the clock fit again); none of the macros asserted is among them.
+PREREQUISITES = (
+    "_match_rows",
+    "clock_offsets",
+    "_aligned_calls",
+    "_instances",
+    "collective_ranks",
+    "step_windows",
+)
+assert set(PREREQUISITES) <= set(CACHED)
+
+
+def prepared(con):
+    """An analysis session of run 1 caching only PREREQUISITES."""
+    return run_session(con, 1, names=PREREQUISITES)
 
 
 _STORE: dict = {}  # one in-memory store, emptied for every case (loading the macros is slow)
@@ -85,8 +108,9 @@ CASES = [
 
 
 def parts(con):
-    rows = con.execute(f"SELECT rank, {', '.join(PARTS)}, step_ns FROM step_decomposition(1)")
-    return rows.fetchall()
+    with prepared(con):
+        rows = con.execute(f"SELECT rank, {', '.join(PARTS)}, step_ns FROM step_decomposition(1)")
+        return rows.fetchall()
 
 
 @pytest.mark.parametrize("case,ranks,expected", CASES, ids=[c[0] for c in CASES])
@@ -101,7 +125,8 @@ def test_step_decomposition(case, ranks, expected):
 
 def test_summary_is_the_mean_row_and_agrees_with_overlap():
     con = store_with(TWO)
-    s = con.execute("SELECT * FROM run_summary(1)").df().iloc[0]
+    with prepared(con):
+        s = con.execute("SELECT * FROM run_summary(1)").df().iloc[0]
     # mean of the two windows: compute (30 + 40) / 2, comm (40 + 20) / 2, overlap (10 + 0) / 2
     assert (s.step_ns, s.tau_comp_ns, s.tau_comm_ns, s.overlap_ns) == (100, 35, 30, 5)
     assert s.eta == 5 / 30 and s.gamma == 30 / 35
@@ -154,7 +179,9 @@ REPLAY = [
 
 @pytest.mark.parametrize("case,whatif,expected", REPLAY, ids=[c[0] for c in REPLAY])
 def test_replay_by_hand(case, whatif, expected):
-    steps = _load(store_with(TWO), 1)
+    con = store_with(TWO)
+    with prepared(con):
+        steps = _load(con, 1)
     assert job_step(replay(steps, whatif), "replayed_ns") == expected
 
 

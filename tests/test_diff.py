@@ -399,13 +399,12 @@ def test_text_output_prints_samples_paragraphs_and_blanks(db_path, capsys):
     db = str(db_path)
     assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "step_samples"]) == 0
     out = capsys.readouterr().out
-    steps = Store(db_path).diff("dlrm", "sleep")["step_samples"]
+    tables = Store(db_path).diff("dlrm", "sleep")  # the tables the two commands print
+    steps = tables["step_samples"]
     assert len(out.splitlines()) == 3 + 1 + len(steps)  # baseline, blank, title; header; rows
     assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "diagnosis"]) == 0
     out = capsys.readouterr().out
-    paragraph = (
-        Store(db_path).diff("dlrm", "sleep")["diagnosis"].set_index("run").loc["sleep", "paragraph"]
-    )
+    paragraph = tables["diagnosis"].set_index("run").loc["sleep", "paragraph"]
     assert " ".join(out.split()).count(" ".join(paragraph.split())) == 1
     assert main(["diff", "--db", db, "dlrm", "sleep", "--table", "stragglers"]) == 0
     out = capsys.readouterr().out

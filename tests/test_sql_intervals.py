@@ -94,6 +94,6 @@ interval = st.tuples(
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(interval, max_size=25))
-def test_timeline_cover_matches_brute_force(rows):
-    con = memory_store()
+def test_timeline_cover_matches_brute_force(con, rows):
+    # the module's store (loading the macros is slow): `cover` replaces its table every time
     assert cover(con, rows) == brute(rows)
