@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from commwall.analysis.report.culprits import culprit_sentence as _culprit_sentence
-from commwall.analysis.report.diagnosis import diagnose, short_verdict
+from commwall.analysis.report.diagnosis import diagnose
+from commwall.analysis.report.diagnosis_words import short_verdict
 
 
 def report(transfer: float, wait: float, idle: float, whatifs: list[tuple[str, float]]) -> dict:

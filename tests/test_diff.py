@@ -15,7 +15,7 @@ from nccl_log_gen import Job, make_log
 from commwall.analysis.api import Store
 from commwall.analysis.compare import noise
 from commwall.analysis.compare.diff import RunFacts, change_sentence, diff_tables, regressions
-from commwall.analysis.report.diagnosis import HUNG_LABEL
+from commwall.analysis.report.diagnosis_words import HUNG_LABEL
 from commwall.cli.main import main
 from commwall.ingest import discover, store
 

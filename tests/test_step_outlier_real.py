@@ -97,6 +97,6 @@ def test_a_step_mostly_of_compute_is_not_called_bound_by_a_small_overhead(tmp_pa
      (0.1, "10%, at the line, not above it")],
 )  # fmt: skip
 def test_a_share_beside_the_wall_line_prints_on_its_side(share, printed):
-    from commwall.analysis.report.diagnosis import _limit_pct
+    from commwall.analysis.report.diagnosis_words import limit_pct
 
-    assert _limit_pct(share, policy.WALL_EXPOSED_SHARE) == printed
+    assert limit_pct(share, policy.WALL_EXPOSED_SHARE) == printed

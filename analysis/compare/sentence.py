@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from commwall.analysis.report.diagnosis import HUNG_LABEL
+from commwall.analysis.report.diagnosis_words import HUNG_LABEL
 from commwall.analysis.steps.summary import PART_LABELS
 
 #: Words for the parts of a step in a comparison's sentence.

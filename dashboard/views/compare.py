@@ -8,7 +8,7 @@ import streamlit as st
 
 from commwall.analysis.compare.diff import change_sentence
 from commwall.analysis.compare.pair import METRICS, job_differences
-from commwall.analysis.report.diagnosis import short_verdict
+from commwall.analysis.report.diagnosis_words import short_verdict
 from commwall.analysis.report.postmortem import decomposition_table
 from commwall.dashboard import data_docs, doc_charts, session
 from commwall.dashboard.ui import fmt_ms, fmt_pct, md, plot, prose, table
