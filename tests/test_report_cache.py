@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cache_support import generate, report, uncached_report
 from conftest import SAMPLES
 from synthetic_traces import Scenario, insert_run, simulate, small_runs
 
@@ -23,17 +24,6 @@ from commwall.analysis.report import run_cache
 from commwall.ingest import store
 
 GLOO = SAMPLES / "gloo_4rank_sleep"
-
-
-def report(db: Path, run: str, monkeypatch: pytest.MonkeyPatch, cache: bool = True) -> dict:
-    """The JSON report of `run` from a fresh read-only connection, as text and back (what
-    `commwall report --format json` prints)."""
-    monkeypatch.setenv(run_cache.ENV, "1" if cache else "0")
-    con = load_modules(store.connect(db, read_only=True))
-    try:
-        return json.loads(json.dumps(report_module.build_report(con, run), default=str))
-    finally:
-        con.close()
 
 
 def kept(db: Path) -> list[Path]:
@@ -60,6 +50,16 @@ def no_building(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setattr(report_module, "DERIVED", {k: boom for k in report_module.DERIVED})
 
     return off
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> Path:
+    return generate(tmp_path / "g.duckdb")
+
+
+@pytest.fixture(scope="module")
+def uncached(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return uncached_report(tmp_path_factory)
 
 
 def test_a_kept_report_is_the_report_computed_without_any_cache(tmp_path, monkeypatch, no_building):
@@ -162,27 +162,6 @@ def test_every_file_of_the_analysis_code_is_part_of_the_fingerprint(tmp_path, mo
 )
 def test_only_what_json_gives_back_exactly_is_kept(value, ok):
     assert report_cache.faithful(value) is ok
-
-
-def generate(db: Path) -> Path:
-    """A store at `db` with run "a" of a generated 4-rank job (the same rows every time)."""
-    with store.connect(db) as con:
-        insert_run(con, "a", simulate(Scenario(hosts=2, ranks_per_host=2, steps=3, straggler=3)))
-    return db
-
-
-@pytest.fixture
-def generated(tmp_path: Path) -> Path:
-    return generate(tmp_path / "g.duckdb")
-
-
-@pytest.fixture(scope="module")
-def uncached(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The report of run "a" of a store made as `generated` is, computed without any cache:
-    the same rows give the same report whatever the store's path, so the tests that compare
-    an unchanged `generated` store's report with it share this one computation."""
-    with pytest.MonkeyPatch.context() as mp:
-        return report(generate(tmp_path_factory.mktemp("uncached") / "g.duckdb"), "a", mp, False)
 
 
 def test_a_report_with_a_failed_section_is_not_kept(generated, monkeypatch):

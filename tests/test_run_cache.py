@@ -9,27 +9,16 @@ import json
 from pathlib import Path
 
 import pytest
+from cache_support import generate, report, uncached_report
 from conftest import SAMPLES
-from synthetic_traces import Scenario, insert_run, simulate, small_runs
+from synthetic_traces import small_runs
 
 from commwall.analysis.db import load_modules, run_id
 from commwall.analysis.report import cache as report_cache
 from commwall.analysis.report import run_cache, session
-from commwall.analysis.report.build import build_report
 from commwall.ingest import store
 
 GLOO = SAMPLES / "gloo_4rank_sleep"
-
-
-def report(db: Path, run: str, monkeypatch: pytest.MonkeyPatch, cache: bool = True) -> dict:
-    """The JSON report of `run` from a fresh read-only connection, as text and back (what a
-    later command would print)."""
-    monkeypatch.setenv(run_cache.ENV, "1" if cache else "0")
-    con = load_modules(store.connect(db, read_only=True))
-    try:
-        return json.loads(json.dumps(build_report(con, run), default=str))
-    finally:
-        con.close()
 
 
 def entries(db: Path) -> list[Path]:
@@ -58,6 +47,16 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     # report_cache.py, tests/test_report_cache.py) would be read instead of them
     monkeypatch.setattr(report_cache, "load", lambda con, rid, baseline=None: (None, ""))
     return seen
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> Path:
+    return generate(tmp_path / "g.duckdb")
+
+
+@pytest.fixture(scope="module")
+def uncached(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return uncached_report(tmp_path_factory)
 
 
 def test_a_real_run_read_back_gives_the_report_computed_without_the_cache(
@@ -93,28 +92,6 @@ def test_a_file_ingested_into_the_run_makes_its_entry_stale(tmp_path, monkeypatc
     assert four == report(db, "gloo", monkeypatch, cache=False)
     assert three["run_info"]["n_ranks"] == 3 and four["run_info"]["n_ranks"] == 4
     assert len(entries(db)) == 1 and entries(db) != old  # the stale entry is gone
-
-
-def generate(db: Path) -> Path:
-    """A store at `db` with run "a" of a generated 4-rank job (the same rows every time)."""
-    with store.connect(db) as con:
-        insert_run(con, "a", simulate(Scenario(hosts=2, ranks_per_host=2, steps=3, straggler=3)))
-    return db
-
-
-@pytest.fixture
-def generated(tmp_path: Path) -> Path:
-    return generate(tmp_path / "g.duckdb")
-
-
-@pytest.fixture(scope="module")
-def uncached(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The report of run "a" of a store made as `generated` is, computed without the cache:
-    the same rows give the same report whatever the store's path, so the tests that compare
-    an unchanged `generated` store's report with it share this one computation."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(report_cache, "ENABLED", False)
-        return report(generate(tmp_path_factory.mktemp("uncached") / "g.duckdb"), "a", mp, False)
 
 
 def test_rows_changed_without_a_file_change_the_fingerprint(generated, monkeypatch, loads):
