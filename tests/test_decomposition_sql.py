@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from commwall.analysis.replay.engine import WhatIf, _load, job_step, replay, standard_whatifs
 from commwall.analysis.report.session import CACHED, run_session
+from commwall.analysis.steps.timeline import VIEW_TABLES
 
 PARTS = (
     "compute_only_ns",
@@ -26,16 +27,10 @@ PARTS = (
 )
 
 
-#: The session's tables the macros asserted here read (outside a session every macro call would
-#: compute the matching and the clock fit again); none of the macros asserted is among them.
-PREREQUISITES = (
-    "_match_rows",
-    "clock_offsets",
-    "_aligned_calls",
-    "_instances",
-    "collective_ranks",
-    "step_windows",
-)
+#: The session's tables the macros compared here read: the matching, the clock fit and the step
+#: windows, the inputs every view of a step reads (analysis/steps/timeline.py); outside a session
+#: every macro call would compute them again.
+PREREQUISITES = VIEW_TABLES
 assert set(PREREQUISITES) <= set(CACHED)
 
 

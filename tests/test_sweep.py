@@ -21,20 +21,14 @@ from hypothesis import strategies as st
 from commwall.analysis.db import run_id
 from commwall.analysis.report.session import CACHED, FROM_SWEEP, _sweep_tables, run_session
 from commwall.analysis.steps import sweep as sweep_module
+from commwall.analysis.steps.timeline import VIEW_TABLES
 
 _CON: dict = {}
 
-#: The session's tables that the sweep and the macros it replaces read (wait_intervals reads
-#: collective_ranks, which reads the matching and the clock fit); outside a session every macro
-#: call would compute them again.
-PREREQUISITES = (
-    "_match_rows",
-    "clock_offsets",
-    "_aligned_calls",
-    "_instances",
-    "collective_ranks",
-    "step_windows",
-)
+#: The session's tables the macros compared here read: the matching, the clock fit and the step
+#: windows, the inputs every view of a step reads (analysis/steps/timeline.py); outside a session
+#: every macro call would compute them again.
+PREREQUISITES = VIEW_TABLES
 
 
 def fast_and_slow(con, rid: int) -> list[tuple[str, pd.DataFrame, pd.DataFrame]] | None:
