@@ -26,6 +26,7 @@ tells a TP call from a DP call. Each step (times in µs from the step's start, `
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,17 +170,28 @@ def events(mesh: Mesh, r: int) -> list[dict]:
 
 def write(mesh: Mesh, out: Path) -> list[Path]:
     """One `rank<r>.pt.trace.json` per rank in `out`."""
+    return write_ranks(out, mesh.world, mesh.groups, lambda r: events(mesh, r))
+
+
+def write_ranks(
+    out: Path,
+    world: int,
+    groups: Callable[[int], list[dict]],
+    events_of: Callable[[int], list[dict]],
+) -> list[Path]:
+    """One `rank<r>.pt.trace.json` per rank of `world` in `out` (modern layout, one H100 node):
+    rank r's process groups `groups(r)` and its events `events_of(r)`."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for r in range(mesh.world):
+    for r in range(world):
         doc = {
             "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": r, "world_size": mesh.world,
-                                "pg_config": mesh.groups(r), "nccl_version": "2.21.5"},
+            "distributedInfo": {"backend": "nccl", "rank": r, "world_size": world,
+                                "pg_config": groups(r), "nccl_version": "2.21.5"},
             "host_name": "node0",
             "baseTimeNanoseconds": BASE_NS,
             "deviceProperties": [{"id": r, "name": "NVIDIA H100"}],
-            "traceEvents": events(mesh, r),
+            "traceEvents": events_of(r),
         }  # fmt: skip
         path = out / f"rank{r}.pt.trace.json"
         path.write_text(json.dumps(doc))

@@ -48,7 +48,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu_mesh_traces import BASE_NS, GEMM, US, Call, _x
+from gpu_mesh_traces import BASE_NS, GEMM, US, Call, _x, write_ranks
 
 FIRST_STEP = 7
 GAP_US = 40
@@ -356,19 +356,4 @@ def groups(job: Job) -> list[dict]:
 
 def write(job: Job, out: Path) -> list[Path]:
     """One `rank<r>.pt.trace.json` per rank in `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for r in range(job.world):
-        doc = {
-            "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": r, "world_size": job.world,
-                                "pg_config": groups(job), "nccl_version": "2.21.5"},
-            "host_name": "node0",
-            "baseTimeNanoseconds": BASE_NS,
-            "deviceProperties": [{"id": r, "name": "NVIDIA H100"}],
-            "traceEvents": _events(job, r),
-        }  # fmt: skip
-        path = out / f"rank{r}.pt.trace.json"
-        path.write_text(json.dumps(doc))
-        paths.append(path)
-    return paths
+    return write_ranks(out, job.world, lambda _r: groups(job), lambda r: _events(job, r))

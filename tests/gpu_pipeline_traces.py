@@ -42,7 +42,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu_mesh_traces import BASE_NS, GEMM, US, _x
+from gpu_mesh_traces import BASE_NS, GEMM, US, _x, write_ranks
 
 FIRST_STEP = 3
 F_US, B_US, XFER_US, ARED_US, NORM_US, GAP_US = 100, 200, 10, 30, 10, 40
@@ -342,19 +342,4 @@ def _events(pipe: Pipe, r: int) -> list[dict]:
 
 def write(pipe: Pipe, out: Path) -> list[Path]:
     """One `rank<r>.pt.trace.json` per rank in `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for r in range(pipe.world):
-        doc = {
-            "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": r, "world_size": pipe.world,
-                                "pg_config": pipe.groups(r), "nccl_version": "2.21.5"},
-            "host_name": "node0",
-            "baseTimeNanoseconds": BASE_NS,
-            "deviceProperties": [{"id": r, "name": "NVIDIA H100"}],
-            "traceEvents": _events(pipe, r),
-        }  # fmt: skip
-        path = out / f"rank{r}.pt.trace.json"
-        path.write_text(json.dumps(doc))
-        paths.append(path)
-    return paths
+    return write_ranks(out, pipe.world, pipe.groups, lambda r: _events(pipe, r))
