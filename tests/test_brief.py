@@ -57,3 +57,18 @@ def test_the_fixes_leave_the_bounds_out_and_rank_by_saving():
     assert [r["key"] for r in f["rows"]] == ["transfer_hidden", "transfer_2x"]  # no gain: out
     assert (f["baseline_ms"], f["summary_step_ms"]) == (110.0, 100.0)
     assert "slowest rank" in f["baseline"]
+
+
+def test_a_hang_too_long_to_quote_names_what_the_rank_did():
+    # a verdict of over 25 words in its first sentence: the answer says it in short, with the
+    # verb of each kind of mismatch (a collective is called, dtypes and shapes are passed)
+    from commwall.analysis.report.answer import _stopped
+
+    long = "The job hung. " + "Mismatch in a process group with a very long description " * 3
+    for kind, want in [
+        ("op", "rank 5 called a different collective than the others at the same point"),
+        ("dtype", "rank 5 passed different dtypes than the others to the same collective"),
+        ("size", "rank 5 passed different shapes than the others to the same collective"),
+    ]:
+        report = {"hang": {"groups": [{"cause": {"kind": kind, "culprit_ranks": [5]}}]}}
+        assert _stopped(report, long) == f"The job hung: {want} — fix that call."

@@ -78,12 +78,12 @@ def _stopped(report: Mapping[str, Any], stop: str) -> str:
     kinds = {c.get("kind") for c in causes}
     them = "them" if len(culprits) > 1 else "it"
     if kinds & {"op", "dtype", "size"} and "missing" not in kinds:
-        what = {"op": "a different collective", "dtype": "different dtypes",
-                "size": "different shapes"}[sorted(kinds & {"op", "dtype", "size"})[0]]  # fmt: skip
-        return (
-            f"The job hung: {_ranks(culprits)} passed {what} than the others to the same "
-            "collective — fix that call."
-        )
+        did = {
+            "op": "called a different collective than the others at the same point",
+            "dtype": "passed different dtypes than the others to the same collective",
+            "size": "passed different shapes than the others to the same collective",
+        }[sorted(kinds & {"op", "dtype", "size"})[0]]
+        return f"The job hung: {_ranks(culprits)} {did} — fix that call."
     if kinds == {"stuck"}:
         return (
             f"The job hung: {_ranks(culprits)} entered a collective and never completed it — "
